@@ -1,0 +1,50 @@
+"""The model interface: one method, `request`."""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from typing import Any
+
+from ..context import Context
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ModelRequestSpec:
+    """One request: the curated context, the output cap, and how long it may take."""
+
+    context: Context
+    max_output_tokens: int
+    timeout_seconds: float
+    index: int  # 0-based position of this request among the run's recorded requests
+
+
+@dataclass(frozen=True)
+class ModelResponse:
+    """A reply: `payload` is a structured decision (see decisions.parse_reply) or raw text."""
+
+    payload: Any
+    usage: TokenUsage
+
+
+class ModelError(Exception):
+    """A request that failed; `usage` is what the provider reported spending (0 if nothing)."""
+
+    def __init__(self, message: str, *, usage: TokenUsage | None = None, timeout: bool = False):
+        super().__init__(message)
+        self.usage = usage or TokenUsage()
+        self.timeout = timeout
+
+
+class ModelAdapter(abc.ABC):
+    name: str = "model"
+    prices: tuple[str, str] = ("0", "0")  # dollars per million input, output tokens
+
+    @abc.abstractmethod
+    def request(self, spec: ModelRequestSpec) -> ModelResponse:
+        """Send one request and return the reply, or raise ModelError."""

@@ -1,0 +1,152 @@
+"""A deterministic rule-based investigator. It is rules, not a language model.
+
+It reads the ticket and the evidence it is shown, one decision a turn:
+1. look up every job the ticket mentions (J-<digits>);
+2. search the documentation for every error code seen (in the ticket or a job);
+3. check the service the ticket names, unless a documented error code already
+   explains a failed job;
+4. draft a packet citing the evidence it used, listing what it could not establish.
+It reports no token usage: it spends none.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ..context import Context, EvidenceItem
+from .base import ModelAdapter, ModelRequestSpec, ModelResponse, TokenUsage
+
+JOB_ID = re.compile(r"\bJ-[0-9]{1,12}\b", re.IGNORECASE)
+ERROR_CODE = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+){1,}\b")
+SERVICE_WORDS = {
+    "export": ("export", "csv"),
+    "api": ("api", "endpoint", "webhook"),
+    "auth": ("login", "log in", "sign in", "password", "sso", "2fa"),
+    "billing": ("billing", "invoice", "payment", "charge"),
+}
+RULES_NOTE = "Prepared by the rule-based investigator (rules, not a language model)."
+
+
+def _content(item: EvidenceItem) -> dict[str, Any]:
+    try:
+        value = json.loads(item.content)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+class RulesAdapter(ModelAdapter):
+    name = "rules"
+
+    def request(self, spec: ModelRequestSpec) -> ModelResponse:
+        return ModelResponse(Investigation(spec.context).next_decision(), TokenUsage())
+
+
+class Investigation:
+    """One look at the context; `next_decision` is the step the rules take."""
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.text = f"{ctx.subject}\n{ctx.body}"
+        self.tried = {(a.tool, json.dumps(a.args, sort_keys=True)) for a in ctx.attempts}
+        self.by_tool: dict[str, list[EvidenceItem]] = {}
+        for item in ctx.evidence:
+            self.by_tool.setdefault(item.tool, []).append(item)
+        self._jobs = [_content(e) | {"ref": e.ref} for e in self.by_tool.get("read_job_status", [])]
+
+    def _untried(self, tool: str, args: dict[str, Any]) -> bool:
+        return (tool, json.dumps(args, sort_keys=True)) not in self.tried
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return self._jobs
+
+    def error_codes(self) -> list[str]:
+        codes = ERROR_CODE.findall(self.text) + [j["error_code"] for j in self.jobs() if j.get("error_code")]
+        return list(dict.fromkeys(codes))
+
+    def services(self) -> list[str]:
+        lowered = self.text.casefold()
+        return [name for name, words in SERVICE_WORDS.items() if any(w in lowered for w in words)]
+
+    def next_decision(self) -> dict[str, Any]:
+        for job_id in dict.fromkeys(m.upper() for m in JOB_ID.findall(self.text)):
+            if self._untried("read_job_status", {"job_id": job_id}):
+                return {"call": {"tool": "read_job_status", "args": {"job_id": job_id}}}
+        for code in self.error_codes():
+            args = {"query": code.casefold(), "max_results": 3}
+            if self._untried("search_docs", args):
+                return {"call": {"tool": "search_docs", "args": args}}
+        if not self.explained_failures():
+            for service in self.services():
+                if self._untried("read_service_status", {"service": service}):
+                    return {"call": {"tool": "read_service_status", "args": {"service": service}}}
+        return self.draft()
+
+    def docs_for(self, code: str) -> list[tuple[str, dict[str, Any]]]:
+        found = []
+        for item in self.by_tool.get("search_docs", []):
+            for doc in _content(item).get("results", []):
+                if code.casefold() in json.dumps(doc).casefold():
+                    found.append((item.ref, doc))
+        return found
+
+    def explained_failures(self) -> list[tuple[dict[str, Any], str, dict[str, Any]]]:
+        explained = []
+        for job in self.jobs():
+            code = job.get("error_code")
+            for ref, doc in self.docs_for(code) if code else []:
+                explained.append((job, ref, doc))
+                break
+        return explained
+
+    def draft(self) -> dict[str, Any]:
+        sentences, cited, questions = [], [], []
+        explained = {id(j) for j, _, _ in self.explained_failures()}
+        for job, doc_ref, doc in self.explained_failures():
+            sentences.append(self._job_sentence(job))
+            sentences.append(
+                f"{doc['id']} {doc['revision']} (\"{doc['title']}\") documents {job['error_code']} [{doc_ref}]:"
+                f" {doc['excerpt'].strip()}"
+            )
+            cited += [job["ref"], doc_ref]
+            questions += self._job_questions(job)
+        for job in self.jobs():
+            if id(job) not in explained and all(job["ref"] != c for c in cited):
+                sentences.append(self._job_sentence(job))
+                cited.append(job["ref"])
+        for item in self.by_tool.get("read_service_status", []):
+            status = _content(item)
+            sentences.append(f"Service {status.get('service')} is {status.get('status')} [{item.ref}].")
+            cited.append(item.ref)
+        if not cited:
+            return {"handoff": "The rules found nothing to look up in this ticket; a person should read it."}
+        if "renam" in self.text.casefold():
+            questions.append("Is the failure related to the workspace rename, or only coincident with it?")
+        sentences.append(RULES_NOTE)
+        return {
+            "draft": {
+                "summary": " ".join(sentences)[:2000],
+                "evidence": list(dict.fromkeys(cited)),
+                "open_questions": list(dict.fromkeys(questions)),
+            }
+        }
+
+    @staticmethod
+    def _job_sentence(job: dict[str, Any]) -> str:
+        when = job.get("failed_at") or job.get("finished_at") or "an unknown time"
+        code = f" with {job['error_code']}" if job.get("error_code") else ""
+        requester = job.get("requested_by") or "an unknown user"
+        role = job.get("requester_current_role") or "unknown"
+        return (
+            f"Job {job.get('job_id')} ({job.get('kind')}) {job.get('status')}{code} at {when} [{job['ref']}];"
+            f" it was requested by {requester}, whose current role is {role}."
+        )
+
+    @staticmethod
+    def _job_questions(job: dict[str, Any]) -> list[str]:
+        when = job.get("failed_at") or job.get("finished_at") or "the time it ran"
+        return [
+            f"What was {job.get('requested_by') or 'the requester'}'s role when {job.get('job_id')} ran"
+            f" ({when})? The job record shows only the current role."
+        ]

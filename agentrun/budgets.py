@@ -1,0 +1,158 @@
+"""Budgets and usage: what a run may spend and what it has spent. Pure, no ORM.
+
+A `Budget` is fixed when a run starts and stored with it; nothing a model or a
+document says can change it. `Usage` is a snapshot of the run's counters. The
+checks here run *before* a spend (compare pydantic-ai's
+`UsageLimits.check_before_request`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .statuses import Status, Stop
+
+
+class BudgetError(ValueError):
+    """A budget configuration that cannot be used."""
+
+
+class _BudgetSchema(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    max_model_requests: int = Field(8, ge=0)
+    max_tool_attempts: int = Field(6, ge=0)
+    deadline_seconds: float = Field(45, gt=0)
+    operation_timeout_seconds: float = Field(10, gt=0)
+    max_input_tokens: int = Field(8000, ge=1)
+    max_output_tokens: int = Field(1000, ge=1)
+    max_total_tokens: int = Field(60000, ge=0)
+    max_cost_micros: int = Field(500000, ge=0)
+    max_tool_result_chars: int = Field(4000, ge=1)
+    max_read_retries: int = Field(1, ge=0)
+    input_per_mtok_usd: str = "0"
+    output_per_mtok_usd: str = "0"
+
+    @field_validator("deadline_seconds", "operation_timeout_seconds", mode="before")
+    @classmethod
+    def _int_is_a_number(cls, value: Any) -> Any:
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("input_per_mtok_usd", "output_per_mtok_usd", mode="before")
+    @classmethod
+    def _price(cls, value: Any) -> str:
+        # Prices are kept as the decimal text written, so cost is exact.
+        if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
+            raise ValueError("a price is a number of dollars per million tokens")
+        text = repr(value) if isinstance(value, float) else str(value)
+        try:
+            price = Decimal(text.strip())
+        except InvalidOperation as exc:
+            raise ValueError(f"not a decimal number: {value!r}") from exc
+        if not price.is_finite() or price < 0:
+            raise ValueError("a price must be a finite number, zero or more")
+        return str(price)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Everything one run may spend. Defaults are CONFORMANCE §2."""
+
+    max_model_requests: int = 8
+    max_tool_attempts: int = 6
+    deadline_seconds: float = 45.0
+    operation_timeout_seconds: float = 10.0
+    max_input_tokens: int = 8000
+    max_output_tokens: int = 1000
+    max_total_tokens: int = 60000
+    max_cost_micros: int = 500000
+    max_tool_result_chars: int = 4000
+    max_read_retries: int = 1
+    input_per_mtok_usd: str = "0"
+    output_per_mtok_usd: str = "0"
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any] | None) -> Budget:
+        """Build a budget from configuration, raising BudgetError with every problem named."""
+        data = dict(data or {})
+        prices = data.pop("prices", None)
+        if prices is not None:
+            if not isinstance(prices, dict):
+                raise BudgetError("prices must be an object with input_per_mtok_usd and output_per_mtok_usd")
+            data.update(prices)
+        try:
+            schema = _BudgetSchema.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'budget'}: {e['msg']}" for e in exc.errors())
+            raise BudgetError(f"invalid budget: {problems}") from None
+        return cls(**schema.model_dump())
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def reserved_tokens_per_request(self) -> int:
+        return self.max_input_tokens + self.max_output_tokens
+
+    @property
+    def reserved_cost_per_request(self) -> int:
+        return cost_micros(self, self.max_input_tokens, self.max_output_tokens)
+
+    def wait_seconds(self, time_left: float) -> tuple[float, bool]:
+        """How long one operation may wait, and whether the deadline (not the timeout) bounds it."""
+        if time_left <= self.operation_timeout_seconds:
+            return max(time_left, 0.0), True
+        return self.operation_timeout_seconds, False
+
+
+def cost_micros(budget: Budget, input_tokens: int, output_tokens: int) -> int:
+    """Exact cost in micro-dollars, rounded up: $/Mtok is micro-dollars per token."""
+    exact = Decimal(input_tokens) * Decimal(budget.input_per_mtok_usd) + Decimal(output_tokens) * Decimal(
+        budget.output_per_mtok_usd
+    )
+    return int(exact.to_integral_value(rounding=ROUND_CEILING))
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A snapshot of a run's cumulative counters."""
+
+    model_requests: int = 0
+    tool_attempts: int = 0
+    tokens_used: int = 0
+    tokens_reserved: int = 0
+    cost_used: int = 0
+    cost_reserved: int = 0
+
+
+def check_before_request(budget: Budget, usage: Usage, time_left: float) -> Stop | None:
+    """The exits checked before a model request, in the contract's order."""
+    if time_left <= 0:
+        return Stop(Status.DEADLINE)
+    if usage.model_requests >= budget.max_model_requests:
+        return Stop(Status.MODEL_LIMIT)
+    tokens_left = budget.max_total_tokens - usage.tokens_used - usage.tokens_reserved
+    if budget.reserved_tokens_per_request > tokens_left:
+        return Stop(Status.TOKEN_LIMIT)
+    cost_left = budget.max_cost_micros - usage.cost_used - usage.cost_reserved
+    if budget.reserved_cost_per_request > cost_left:
+        return Stop(Status.COST_LIMIT)
+    return None
+
+
+def tool_attempts_left(budget: Budget, usage: Usage) -> int:
+    return max(budget.max_tool_attempts - usage.tool_attempts, 0)
+
+
+def allowances(budget: Budget, usage: Usage, time_left: float) -> dict[str, int | float]:
+    """What is left, as shown to the model."""
+    return {
+        "model_requests_left": max(budget.max_model_requests - usage.model_requests, 0),
+        "tool_attempts_left": tool_attempts_left(budget, usage),
+        "tokens_left": max(budget.max_total_tokens - usage.tokens_used - usage.tokens_reserved, 0),
+        "seconds_left": max(math.floor(time_left * 10) / 10, 0.0),
+    }

@@ -1,0 +1,33 @@
+"""Dispatching a call to its tool backend, optionally through a scenario's faults."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tickets.selectors import SessionScope
+
+from .tools import TOOLS, Tool, ToolError, ToolResult
+
+
+class Dispatcher:
+    """Calls tool backends. `faults` (scenarios only) says what happens to a tool's n-th dispatch."""
+
+    def __init__(self, tools: dict[str, Tool] = TOOLS, faults: dict[str, list[Any]] | None = None):
+        self.tools = tools
+        self.faults = faults or {}
+
+    def dispatch(self, tool: str, scope: SessionScope, args: dict[str, Any], index: int) -> ToolResult:
+        entries = self.faults.get(tool) or []
+        fault = entries[index] if index < len(entries) else None
+        if isinstance(fault, dict):
+            if fault.get("delay_seconds"):
+                time.sleep(float(fault["delay_seconds"]))
+            if fault.get("fail") == "transient":
+                raise ToolError("transient read failure (injected)", transient=True)
+            if fault.get("fail"):
+                raise ToolError("read failure (injected)", transient=False)
+        return self.tools[tool].backend(scope, args)
+
+
+def dispatcher_for_run(run) -> Dispatcher:
+    return Dispatcher(faults=(run.model_script or {}).get("faults"))

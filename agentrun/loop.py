@@ -1,0 +1,52 @@
+"""run_advance: the one place that joins decisions, services and adapters.
+
+    begin -> [execute op -> record result, decide, reserve next op]* -> stop or rest
+
+Every transition is a short transaction in agentrun.services; the slow part
+(the model request or the tool dispatch) runs between them, outside any
+transaction, and waits at most min(operation timeout, time left).
+"""
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from tickets.selectors import SessionScope
+
+from .adapters import ModelAdapter, ModelRequestSpec, adapter_for_run
+from .budgets import Budget
+from .dispatch import Dispatcher, dispatcher_for_run
+from .models import Run
+from .selectors import run_context
+from .services import DispatchOp, ModelOp, Operation, OpResult, run_begin, run_record
+from .waiting import call_with_timeout
+
+
+def run_advance(run_id: int, *, adapter: ModelAdapter | None = None, dispatcher: Dispatcher | None = None) -> Run:
+    """Drive a run until it stops or comes to rest (waiting for approval)."""
+    if transaction.get_connection().in_atomic_block:
+        raise RuntimeError("run_advance commits each step; call it outside any transaction")
+    run = Run.objects.select_related("ticket", "session").get(pk=run_id)
+    adapter = adapter or adapter_for_run(run)
+    dispatcher = dispatcher or dispatcher_for_run(run)
+    budget = run.get_budget()
+    op = run_begin(run_id=run_id)
+    while op is not None:
+        result = _execute(op, run, budget, adapter, dispatcher)
+        op = run_record(run_id=run_id, op=op, result=result)
+    return Run.objects.get(pk=run_id)
+
+
+def _execute(op: Operation, run: Run, budget: Budget, adapter: ModelAdapter, dispatcher: Dispatcher) -> OpResult:
+    if isinstance(op, ModelOp):
+        context = run_context(run=run, budget=budget)
+        wait, by_deadline = budget.wait_seconds(run.time_left())
+        spec = ModelRequestSpec(context, budget.max_output_tokens, wait, op.index)
+        started = timezone.now()
+        return OpResult(call_with_timeout(lambda: adapter.request(spec), wait), by_deadline, started)
+    assert isinstance(op, DispatchOp)
+    scope = SessionScope.of(run.session)
+    wait, by_deadline = budget.wait_seconds(run.time_left())
+    started = timezone.now()
+    result = call_with_timeout(lambda: dispatcher.dispatch(op.tool, scope, op.args, op.index), wait)
+    return OpResult(result, by_deadline, started)

@@ -1,0 +1,27 @@
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from agentrun.scenarios import Scenario, ScenarioError, prepare_database, run_scenario
+
+
+class Command(BaseCommand):
+    help = "Run one conformance scenario through the production loop and print its outcome as JSON."
+
+    def add_arguments(self, parser):
+        parser.add_argument("file", type=Path)
+
+    def handle(self, *args, file: Path, **options):
+        try:
+            scenario = Scenario.parse(file.read_text())
+        except OSError as exc:
+            raise CommandError(f"cannot read {file}: {exc.strerror}") from None
+        except ScenarioError as exc:
+            raise CommandError(f"{file}: {exc}") from None
+        prepare_database()
+        try:
+            report = run_scenario(scenario)
+        except ScenarioError as exc:
+            raise CommandError(f"{file}: {exc}") from None
+        self.stdout.write(json.dumps(report))

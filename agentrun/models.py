@@ -1,0 +1,200 @@
+"""Runs and what they spent. Counters and statuses are written only by agentrun.services."""
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+from .budgets import Budget, Usage
+from .statuses import ACTIVE, Detail, Status
+
+
+class Run(models.Model):
+    ticket = models.ForeignKey("tickets.Ticket", on_delete=models.PROTECT, related_name="runs")
+    session = models.ForeignKey("tickets.CustomerSession", on_delete=models.PROTECT, related_name="runs")
+    status = models.CharField(max_length=24, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    detail = models.CharField(max_length=24, choices=Detail.choices, blank=True, default="")
+    stop_note = models.TextField(blank=True, default="")
+    model_name = models.CharField(max_length=120)
+    model_script = models.JSONField(
+        null=True, blank=True, help_text="Replay model and tool faults of a scenario run; null for real runs."
+    )
+    require_approval = models.JSONField(default=list, blank=True, help_text="Tools whose calls need approval.")
+    budget = models.JSONField(help_text="The budget this run was started with; never changed.")
+
+    model_requests = models.PositiveIntegerField(default=0)
+    tool_attempts = models.PositiveIntegerField(default=0)
+    validation_errors = models.PositiveIntegerField(default=0)
+    tokens_reserved = models.PositiveBigIntegerField(default=0)
+    tokens_used = models.PositiveBigIntegerField(default=0)
+    cost_reserved_micros = models.PositiveBigIntegerField(default=0)
+    cost_used_micros = models.PositiveBigIntegerField(default=0)
+    last_executed_key = models.TextField(blank=True, default="", help_text="Tool and arguments dispatched last.")
+    evidence_refs = models.JSONField(default=list, blank=True, help_text="References produced or reused, in order.")
+    pending_call = models.JSONField(null=True, blank=True, help_text="The call waiting for approval.")
+    cancel_requested = models.BooleanField(default=False)
+
+    created_at = models.DateTimeField(default=timezone.now)
+    deadline_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    version = models.PositiveIntegerField(default=0, help_text="Bumped by every committed step.")
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "deadline_at"])]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} on {self.ticket_id}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE
+
+    def get_budget(self) -> Budget:
+        return Budget.from_mapping(self.budget)
+
+    def usage(self) -> Usage:
+        return Usage(
+            model_requests=self.model_requests,
+            tool_attempts=self.tool_attempts,
+            tokens_used=self.tokens_used,
+            tokens_reserved=self.tokens_reserved,
+            cost_used=self.cost_used_micros,
+            cost_reserved=self.cost_reserved_micros,
+        )
+
+    def time_left(self, now=None) -> float:
+        return (self.deadline_at - (now or timezone.now())).total_seconds()
+
+
+class ModelRequest(models.Model):
+    class Outcome(models.TextChoices):
+        PENDING = "pending"
+        OK = "ok"
+        MALFORMED = "malformed"
+        INVALID_DRAFT = "invalid_draft"
+        ERROR = "error"
+        TIMEOUT = "timeout"
+        DEADLINE = "deadline"
+        USAGE_OVERRUN = "usage_overrun"
+        INTERRUPTED = "interrupted"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_request_rows")
+    seq = models.PositiveIntegerField(help_text="1-based, per run, in this run's records.")
+    reserved_tokens = models.PositiveIntegerField()
+    reserved_cost_micros = models.PositiveBigIntegerField()
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    charged_tokens = models.PositiveIntegerField(null=True, blank=True)
+    charged_cost_micros = models.PositiveBigIntegerField(null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.PENDING)
+    proposal = models.CharField(max_length=200, blank=True, help_text="What the reply proposed, briefly.")
+    validation_error = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="model_request_seq_unique")]
+
+
+class ToolAttempt(models.Model):
+    class Outcome(models.TextChoices):
+        PENDING = "pending"
+        OK = "ok"
+        ERROR = "error"
+        TRANSIENT_ERROR = "transient_error"
+        TIMEOUT = "timeout"
+        INTERRUPTED = "interrupted"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts")
+    seq = models.PositiveIntegerField()
+    call_id = models.CharField(max_length=200, blank=True)
+    tool = models.CharField(max_length=64)
+    args = models.JSONField(help_text="Normalized arguments.")
+    call_key = models.TextField()
+    retry_number = models.PositiveSmallIntegerField(default=0, help_text="0 for a proposed call, n for its n-th retry.")
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.PENDING)
+    result_excerpt = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    evidence = models.ForeignKey("tickets.Evidence", null=True, blank=True, on_delete=models.SET_NULL)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="tool_attempt_seq_unique")]
+
+
+class Observation(models.Model):
+    """What the model was shown besides evidence: a reused receipt, a failure, a validation error."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="observations")
+    kind = models.CharField(max_length=32)
+    text = models.TextField()
+    evidence_ref = models.CharField(max_length=16, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["run", "id"]
+
+
+class Approval(models.Model):
+    """A supervisor's answer for one exact call of one run; used at most once."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        GRANTED = "granted"
+        DENIED = "denied"
+        USED = "used"
+        EXPIRED = "expired"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
+    tool = models.CharField(max_length=64)
+    args = models.JSONField()
+    call_key = models.TextField()
+    call_id = models.CharField(max_length=200, blank=True)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    requested_at = models.DateTimeField(default=timezone.now)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run"], condition=models.Q(state="pending"), name="one_pending_approval_per_run"
+            )
+        ]
+
+
+class ReviewPacket(models.Model):
+    """What staff review. Written once when the run ends; reviews never edit it."""
+
+    class ReviewState(models.TextChoices):
+        PENDING = "pending"
+        ACCEPTED = "accepted"
+        REJECTED = "rejected"
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="packet")
+    summary = models.TextField(null=True, blank=True)
+    evidence_refs = models.JSONField(default=list)
+    attempts = models.JSONField(default=list)
+    open_questions = models.JSONField(default=list)
+    stop_reason = models.CharField(max_length=24, choices=Status.choices)
+    detail = models.CharField(max_length=24, choices=Detail.choices, blank=True, default="")
+    stop_note = models.TextField(blank=True, default="")
+    budget_spent = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+    review_state = models.CharField(
+        max_length=16, choices=ReviewState.choices, default=ReviewState.PENDING, db_index=True
+    )
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"packet of run {self.run_id} ({self.stop_reason})"

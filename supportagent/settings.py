@@ -1,0 +1,147 @@
+"""Settings, read from the environment.
+
+With no environment set the app runs on a SQLite file and executes
+investigations inline. `DATABASE_URL` (PostgreSQL) and `CELERY_BROKER_URL`
+(Redis) switch to the production shape. Bad values raise ImproperlyConfigured.
+"""
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("SUPPORTAGENT_VAR_DIR", BASE_DIR / "var"))
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default).strip()
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = env_str(name)
+    if not raw:
+        return default
+    if raw.lower() in {"1", "true", "yes", "on"}:
+        return True
+    if raw.lower() in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {raw!r}")
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = env_str(name)
+    return [item.strip() for item in raw.split(",") if item.strip()] if raw else default
+
+
+DEBUG = env_bool("DJANGO_DEBUG", True)
+SECRET_KEY = env_str("DJANGO_SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off")
+    SECRET_KEY = "insecure-development-key-only-for-the-embedded-demo"
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "tickets",
+    "agentrun",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "supportagent.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+WSGI_APPLICATION = "supportagent.wsgi.application"
+
+
+def _database() -> dict:
+    url = env_str("DATABASE_URL")
+    if url:
+        try:
+            config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from exc
+        if config["ENGINE"] != "django.db.backends.postgresql":
+            raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgres://...)")
+        return config
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": env_str("SQLITE_PATH") or str(VAR_DIR / "supportagent.sqlite3"),
+        # Tool dispatches read from their own thread: a file (not memory) and
+        # WAL let them read while the loop writes.
+        "TEST": {"NAME": str(VAR_DIR / "test.sqlite3")},
+        "OPTIONS": {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        },
+    }
+
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+# Celery: inline (eager) unless a broker is configured.
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL")
+CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+
+# The agent. Budgets are defaults for new runs; each run stores its own copy.
+AGENT_MODEL = env_str("AGENT_MODEL", "rules")
+AGENT_BUDGET_DEFAULTS: dict = {}
+AGENT_MODEL_PRICES = {
+    # dollars per million tokens: (input, output)
+    "rules": ("0", "0"),
+    "replay": ("0", "0"),
+}
+AGENT_REQUIRE_APPROVAL: list[str] = env_list("AGENT_REQUIRE_APPROVAL", [])
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"agentrun": {"handlers": ["console"], "level": env_str("AGENT_LOG_LEVEL", "WARNING")}},
+}

@@ -1,0 +1,161 @@
+"""Customers, their sessions and tickets, and what the agent may read about them."""
+from django.db import models
+
+
+class Account(models.Model):
+    code = models.CharField(max_length=32, unique=True)
+    name = models.CharField(max_length=200)
+    workspace = models.CharField(max_length=100, help_text="Current workspace name.")
+
+    def __str__(self) -> str:
+        return self.code
+
+
+class WorkspaceRename(models.Model):
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="renames")
+    old_name = models.CharField(max_length=100)
+    new_name = models.CharField(max_length=100)
+    renamed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["renamed_at"]
+
+
+class CustomerUser(models.Model):
+    class Role(models.TextChoices):
+        OWNER = "owner"
+        EDITOR = "editor"
+        VIEWER = "viewer"
+
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="users")
+    email = models.EmailField(unique=True)
+    role = models.CharField(max_length=16, choices=Role.choices, help_text="Current role.")
+
+    def __str__(self) -> str:
+        return self.email
+
+
+class CustomerSession(models.Model):
+    ref = models.CharField(max_length=64, unique=True)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="sessions")
+    user = models.ForeignKey(CustomerUser, null=True, blank=True, on_delete=models.SET_NULL)
+    verified = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return self.ref
+
+
+class Ticket(models.Model):
+    ref = models.CharField(max_length=32, unique=True)
+    account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="tickets")
+    session = models.ForeignKey(CustomerSession, on_delete=models.PROTECT, related_name="tickets")
+    subject = models.CharField(max_length=300)
+    body = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    evidence_count = models.PositiveIntegerField(
+        default=0, help_text="Highest evidence number given on this ticket; bumped under the ticket's row lock."
+    )
+
+    def __str__(self) -> str:
+        return self.ref
+
+
+class Evidence(models.Model):
+    """One distinct tool result on a ticket, referenced as E1, E2, …"""
+
+    ticket = models.ForeignKey(Ticket, on_delete=models.CASCADE, related_name="evidence")
+    number = models.PositiveIntegerField()
+    tool = models.CharField(max_length=64)
+    args = models.JSONField(help_text="Normalized arguments.")
+    content = models.TextField(help_text="Canonical JSON text of the result (cut when truncated).")
+    content_hash = models.CharField(max_length=64)
+    source_ref = models.CharField(max_length=200, blank=True)
+    truncated = models.BooleanField(default=False)
+    captured_at = models.DateTimeField()
+    run = models.ForeignKey("agentrun.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        ordering = ["ticket", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["ticket", "number"], name="evidence_number_unique"),
+            models.UniqueConstraint(fields=["ticket", "content_hash"], name="evidence_content_unique"),
+        ]
+        verbose_name_plural = "evidence"
+
+    @property
+    def ref(self) -> str:
+        return f"E{self.number}"
+
+    def __str__(self) -> str:
+        return f"{self.ticket.ref}/{self.ref}"
+
+
+class Document(models.Model):
+    code = models.CharField(max_length=64, unique=True)
+    title = models.CharField(max_length=300)
+    public = models.BooleanField(default=True)
+
+    def __str__(self) -> str:
+        return self.code
+
+
+class DocumentRevision(models.Model):
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="revisions")
+    number = models.PositiveIntegerField()
+    body = models.TextField()
+    is_current = models.BooleanField(default=False)
+    published_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["document", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["document", "number"], name="revision_number_unique"),
+            models.UniqueConstraint(
+                fields=["document"], condition=models.Q(is_current=True), name="one_current_revision"
+            ),
+        ]
+
+    @property
+    def label(self) -> str:
+        return f"r{self.number}"
+
+    def __str__(self) -> str:
+        return f"{self.document.code}@{self.label}"
+
+
+class Job(models.Model):
+    ref = models.CharField(max_length=16, unique=True)
+    account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="jobs")
+    kind = models.CharField(max_length=64)
+    status = models.CharField(max_length=32)
+    error_code = models.CharField(max_length=64, blank=True)
+    requested_by = models.ForeignKey(CustomerUser, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    sensitive = models.BooleanField(default=False, help_text="Lookups may need a supervisor's approval.")
+
+    def __str__(self) -> str:
+        return self.ref
+
+
+class Service(models.Model):
+    name = models.CharField(max_length=32, unique=True)
+    status = models.CharField(max_length=32)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Incident(models.Model):
+    service = models.ForeignKey(Service, on_delete=models.CASCADE, related_name="incidents")
+    ref = models.CharField(max_length=32, unique=True)
+    title = models.CharField(max_length=300)
+    status = models.CharField(max_length=16)
+    started_at = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+
+    def __str__(self) -> str:
+        return self.ref

@@ -1,0 +1,118 @@
+"""Reads. Anything about an account is scoped by the customer session asking."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from django.db import connection
+from django.db.models import F
+
+from .models import CustomerSession, DocumentRevision, Evidence, Job, Service
+
+
+class Forbidden(Exception):
+    """The session may not see this. Says nothing about whether it exists."""
+
+
+@dataclass(frozen=True)
+class SessionScope:
+    """Who a run acts for: the customer session, as plain values."""
+
+    session_ref: str
+    account_id: int
+    verified: bool
+
+    @classmethod
+    def of(cls, session: CustomerSession) -> SessionScope:
+        return cls(session.ref, session.account_id, session.verified)
+
+
+def job_get_for_session(*, scope: SessionScope, job_ref: str) -> Job:
+    """The job, if this session may read it: verified, and the job is its own account's."""
+    if not scope.verified:
+        raise Forbidden("job lookups need a verified session")
+    job = (
+        Job.objects.select_related("requested_by")
+        .filter(ref=job_ref, account_id=scope.account_id)
+        .first()
+    )
+    if job is None:
+        raise Forbidden("no such job for this session")
+    return job
+
+
+def service_get_with_incidents(*, name: str, recent: int = 5) -> tuple[Service, list]:
+    service = Service.objects.get(name=name)
+    return service, list(service.incidents.all()[:recent])
+
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_SUFFIXES = ("ing", "ed", "es", "s")
+
+
+def _stem(word: str) -> str:
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
+def query_terms(query: str) -> list[str]:
+    return list(dict.fromkeys(_stem(w) for w in _WORD.findall(query.casefold())))
+
+
+def documents_search(*, query: str, limit: int) -> list[DocumentRevision]:
+    """Current revisions of public documents ranked by how well they match `query`.
+
+    PostgreSQL full-text search where the database is PostgreSQL (any term may
+    match; rank orders), a portable term-count ranking elsewhere.
+    """
+    terms = query_terms(query)
+    if not terms:
+        return []
+    current = DocumentRevision.objects.filter(is_current=True, document__public=True).select_related("document")
+    if connection.vendor == "postgresql":
+        return _documents_search_postgres(current, terms, limit)
+    return _documents_search_portable(current, terms, limit)
+
+
+def _documents_search_postgres(current, terms: list[str], limit: int) -> list[DocumentRevision]:
+    from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
+
+    vector = SearchVector("document__title", weight="A", config="english") + SearchVector(
+        "body", weight="B", config="english"
+    )
+    search = SearchQuery(terms[0], config="english")
+    for term in terms[1:]:
+        search |= SearchQuery(term, config="english")
+    ranked = (
+        current.annotate(rank=SearchRank(vector, search))
+        .filter(rank__gt=0)
+        .order_by(F("rank").desc(), "document__code")
+    )
+    return list(ranked[:limit])
+
+
+def _documents_search_portable(current, terms: list[str], limit: int) -> list[DocumentRevision]:
+    scored = []
+    for revision in current:
+        title = revision.document.title.casefold()
+        body = revision.body.casefold()
+        score = sum(2 * title.count(t) + body.count(t) for t in terms)
+        if score:
+            scored.append((-score, revision.document.code, revision))
+    scored.sort(key=lambda row: row[:2])
+    return [row[2] for row in scored[:limit]]
+
+
+def excerpt(text: str, terms: list[str], width: int = 240) -> str:
+    """A window of `text` around the first matching term."""
+    folded = text.casefold()
+    hits = [folded.find(t) for t in terms if folded.find(t) >= 0]
+    start = max(min(hits) - 60, 0) if hits else 0
+    window = text[start : start + width]
+    return ("…" if start else "") + window + ("…" if start + width < len(text) else "")
+
+
+def evidence_refs_for_ticket(*, ticket_id: int) -> set[str]:
+    return {f"E{n}" for n in Evidence.objects.filter(ticket_id=ticket_id).values_list("number", flat=True)}
