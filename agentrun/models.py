@@ -38,6 +38,8 @@ class Run(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     version = models.PositiveIntegerField(default=0, help_text="Bumped by every committed step.")
+    lease_owner = models.CharField(max_length=200, blank=True, default="", help_text="Worker driving the run.")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

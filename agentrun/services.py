@@ -24,6 +24,7 @@ from tickets.services import evidence_record
 
 from .adapters.base import ModelError, ModelResponse
 from .budgets import Budget, check_before_request, cost_micros, tool_attempts_left
+from .config import default_budget
 from .decisions import (
     AwaitApproval,
     Call,
@@ -115,13 +116,14 @@ def run_start(
     unknown = sorted(set(require_approval) - TOOLS.keys())
     if unknown:
         raise RunError("unknown_tool", f"no such tool to require approval for: {', '.join(unknown)}")
-    budget = budget or Budget.from_mapping(settings.AGENT_BUDGET_DEFAULTS)
+    model_name = model_name or settings.AGENT_MODEL
+    budget = budget or default_budget(model_name)
     counters = resume_from or {}
     now = timezone.now()
     return Run.objects.create(
         ticket=ticket,
         session=session,
-        model_name=model_name or settings.AGENT_MODEL,
+        model_name=model_name,
         model_script=model_script,
         require_approval=sorted(set(require_approval) | set(settings.AGENT_REQUIRE_APPROVAL)),
         budget=budget.as_dict(),

@@ -131,12 +131,15 @@ CELERY_RESULT_BACKEND = None
 
 # The agent. Budgets are defaults for new runs; each run stores its own copy.
 AGENT_MODEL = env_str("AGENT_MODEL", "rules")
+# Overrides of the contract's defaults (CONFORMANCE §2) for new runs, e.g. {"max_tool_attempts": 4}.
 AGENT_BUDGET_DEFAULTS: dict = {}
-AGENT_MODEL_PRICES = {
-    # dollars per million tokens: (input, output)
+# Dollars per million tokens, (input, output), per model name.
+AGENT_MODEL_PRICES: dict[str, tuple[str, str]] = {
     "rules": ("0", "0"),
     "replay": ("0", "0"),
 }
+AGENT_PRICE_INPUT_PER_MTOK = env_str("AGENT_PRICE_INPUT_PER_MTOK")
+AGENT_PRICE_OUTPUT_PER_MTOK = env_str("AGENT_PRICE_OUTPUT_PER_MTOK")
 AGENT_REQUIRE_APPROVAL: list[str] = env_list("AGENT_REQUIRE_APPROVAL", [])
 
 LOGGING = {

@@ -1,0 +1,42 @@
+"""Budgets and prices for new runs, from settings. Never from model or document text."""
+from __future__ import annotations
+
+from django.conf import settings
+
+from .budgets import Budget
+
+
+class ConfigError(ValueError):
+    """The configured model or budget cannot be used; says which setting to fix."""
+
+
+def model_prices(model_name: str) -> tuple[str, str] | None:
+    """Dollars per million (input, output) tokens: the env override, else settings, else None."""
+    override = (settings.AGENT_PRICE_INPUT_PER_MTOK, settings.AGENT_PRICE_OUTPUT_PER_MTOK)
+    if all(override):
+        return override
+    if any(override):
+        raise ConfigError("set both AGENT_PRICE_INPUT_PER_MTOK and AGENT_PRICE_OUTPUT_PER_MTOK, or neither")
+    prices = settings.AGENT_MODEL_PRICES
+    family = model_name.split(":", 1)[0]
+    return prices.get(model_name) or (prices.get(family) if family in ("rules", "replay") else None)
+
+
+def default_budget(model_name: str) -> Budget:
+    """The budget a new run of `model_name` starts with. An unpriced model fails closed."""
+    prices = model_prices(model_name)
+    try:
+        budget = Budget.from_mapping(dict(settings.AGENT_BUDGET_DEFAULTS))
+    except ValueError as exc:
+        raise ConfigError(f"AGENT_BUDGET_DEFAULTS: {exc}") from None
+    if prices is None:
+        if budget.max_cost_micros > 0:
+            raise ConfigError(
+                f"model {model_name!r} has no price: add it to AGENT_MODEL_PRICES or set "
+                "AGENT_PRICE_INPUT_PER_MTOK and AGENT_PRICE_OUTPUT_PER_MTOK"
+            )
+        prices = ("0", "0")
+    try:
+        return Budget.from_mapping({**budget.as_dict(), "input_per_mtok_usd": prices[0], "output_per_mtok_usd": prices[1]})
+    except ValueError as exc:
+        raise ConfigError(f"price of {model_name!r}: {exc}") from None

@@ -1,0 +1,55 @@
+"""Shared fixtures: the demo data set's personas, and a way to play a scenario.
+
+Tests that drive the loop need `transactional_db`: the loop commits every step
+and tool backends read from their own thread, so they see only committed data.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentrun.scenarios import Scenario, run_scenario
+from tickets.demo import seed_demo
+from tickets.models import CustomerSession, Ticket
+
+
+@pytest.fixture
+def demo(db):
+    seed_demo()
+
+
+@pytest.fixture
+def demo_committed(transactional_db):
+    seed_demo()
+
+
+@pytest.fixture
+def dana_session(demo_committed) -> CustomerSession:
+    return CustomerSession.objects.get(ref="S-ACME-1")
+
+
+@pytest.fixture
+def globex_session(demo_committed) -> CustomerSession:
+    return CustomerSession.objects.get(ref="S-GLOBEX-1")
+
+
+@pytest.fixture
+def anon_session(demo_committed) -> CustomerSession:
+    return CustomerSession.objects.get(ref="S-ACME-ANON")
+
+
+@pytest.fixture
+def ticket_t1001(demo_committed) -> Ticket:
+    return Ticket.objects.get(ref="T-1001")
+
+
+@pytest.fixture
+def play(demo_committed):
+    """Run a scenario, given as keyword arguments, through the production loop; returns its report."""
+
+    def _play(model: list[Any], **fields: Any) -> dict[str, Any]:
+        data = {"name": "test", "session": "S-ACME-1", "ticket": "T-1001", "model": model, **fields}
+        return run_scenario(Scenario.model_validate(data))
+
+    return _play
