@@ -98,7 +98,7 @@ def run_scenario(scenario: Scenario) -> dict[str, Any]:
     for _ in range(MAX_APPROVAL_ROUNDS):
         if run.status != Status.WAITING_APPROVAL or scenario.approval == "none":
             break
-        approval_answer(run_id=run.pk, grant=scenario.approval == "grant", decided_by="scenario")
+        approval_answer(run_id=run.pk, grant=scenario.approval == "grant", decided_by="scenario", resume=False)
         run = run_advance(run.pk)
     return run_report(run_id=run.pk, elapsed_seconds=time.monotonic() - began, name=scenario.name)
 

@@ -136,6 +136,23 @@ def run_start(
     )
 
 
+def investigation_start(
+    *, ticket: Ticket, session: CustomerSession | None = None, model_name: str | None = None
+) -> Run:
+    """Start an investigation: commit the run, then hand it to a worker (inline when no broker)."""
+    with transaction.atomic():
+        run = run_start(ticket=ticket, session=session, model_name=model_name)
+        enqueue_advance(run.pk)
+    return run
+
+
+def enqueue_advance(run_id: int) -> None:
+    """Have a worker drive the run once the current transaction commits."""
+    from .tasks import advance_run
+
+    advance_run.delay_on_commit(run_id)
+
+
 def run_rewind_clock(*, run_id: int, elapsed_seconds: float) -> None:
     """Scenario set-up only: make `elapsed_seconds` of the run's time already gone."""
     run = Run.objects.get(pk=run_id)
@@ -161,8 +178,11 @@ def run_cancel(*, run_id: int) -> Run:
         return run
 
 
-def approval_answer(*, run_id: int, grant: bool, decided_by: str) -> Run:
-    """A supervisor's answer for the call the run waits on. After the deadline it changes nothing."""
+def approval_answer(*, run_id: int, grant: bool, decided_by: str, resume: bool = True) -> Run:
+    """A supervisor's answer for the call the run waits on. After the deadline it changes nothing.
+
+    A grant hands the run back to a worker (unless `resume` is false: the caller drives it).
+    """
     with transaction.atomic():
         run = _locked(run_id)
         approval = run.approvals.filter(state=Approval.State.PENDING).first()
@@ -177,6 +197,8 @@ def approval_answer(*, run_id: int, grant: bool, decided_by: str) -> Run:
         elif grant:
             approval.state = Approval.State.GRANTED
             approval.save()
+            if resume:
+                enqueue_advance(run.pk)
         else:
             approval.state = Approval.State.DENIED
             approval.save()

@@ -21,3 +21,12 @@ def test_every_terminal_run_has_exactly_one_packet(play):
         run = Run.objects.get(pk=report["run"])
         assert ReviewPacket.objects.filter(run=run).count() == 1
         assert report["packet"]["stop_reason"] == report["status"]
+
+
+def test_investigation_start_runs_inline_without_a_broker(ticket_t1001):
+    from agentrun.services import investigation_start
+
+    run = investigation_start(ticket=ticket_t1001)
+    run.refresh_from_db()
+    assert run.status == "COMPLETED"
+    assert run.packet.evidence_refs == ["E1", "E2"]
