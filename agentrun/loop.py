@@ -39,7 +39,7 @@ def run_advance(run_id: int, *, adapter: ModelAdapter | None = None, dispatcher:
 
 def _execute(op: Operation, run: Run, budget: Budget, adapter: ModelAdapter, dispatcher: Dispatcher) -> OpResult:
     if isinstance(op, ModelOp):
-        context = run_context(run=run, budget=budget)
+        context = run_context(run=run, budget=budget, reserve_bytes=adapter.input_overhead_bytes())
         wait, by_deadline = budget.wait_seconds(run.time_left())
         spec = ModelRequestSpec(context, budget.max_output_tokens, wait, op.index)
         started = timezone.now()

@@ -13,7 +13,7 @@ from .models import Run
 from .statuses import Status
 
 
-def run_context(*, run: Run, budget: Budget) -> Context:
+def run_context(*, run: Run, budget: Budget, reserve_bytes: int = 0) -> Context:
     """The ticket, its evidence (each item once), this run's lookups and recent problems, fitted to the cap."""
     ticket = run.ticket
     evidence = tuple(
@@ -37,7 +37,7 @@ def run_context(*, run: Run, budget: Budget) -> Context:
         notes=notes,
         allowances=allowances(budget, fresh.usage(), fresh.time_left()),
     )
-    return fit_context(ctx, budget.max_input_tokens)
+    return fit_context(ctx, max(budget.max_input_tokens - reserve_bytes, 0))
 
 
 def run_report(*, run_id: int, elapsed_seconds: float | None = None, name: str | None = None) -> dict[str, Any]:

@@ -48,3 +48,10 @@ class ModelAdapter(abc.ABC):
     @abc.abstractmethod
     def request(self, spec: ModelRequestSpec) -> ModelResponse:
         """Send one request and return the reply, or raise ModelError."""
+
+    def input_overhead_bytes(self) -> int:
+        """Bytes the adapter sends besides `spec.context.prompt` (tool definitions, framing).
+
+        The context is cut to `max_input_tokens` minus this, so the whole request stays under the cap.
+        """
+        return 0
