@@ -1,12 +1,19 @@
-"""run_advance: the one place that joins decisions, services and adapters.
+"""run_advance: the one place that joins decisions, steps and adapters.
 
     begin -> [execute op -> record result, decide, reserve next op]* -> stop or rest
 
-Every transition is a short transaction in agentrun.services; the slow part
+Every transition is a short transaction in agentrun.steps; the slow part
 (the model request or the tool dispatch) runs between them, outside any
-transaction, and waits at most min(operation timeout, time left).
+transaction, and waits at most min(operation timeout, time left). The worker
+drives the run under a lease; if it loses it (it was too slow, the watchdog
+ended the run), its next write is refused and it stops.
 """
 from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
 
 from django.db import transaction
 from django.utils import timezone
@@ -18,22 +25,28 @@ from .budgets import Budget
 from .dispatch import Dispatcher, dispatcher_for_run
 from .models import Run
 from .selectors import run_context
-from .services import DispatchOp, ModelOp, Operation, OpResult, run_begin, run_record
+from .steps import DispatchOp, ModelOp, Operation, OpResult, run_begin, run_record
 from .waiting import call_with_timeout
 
 
+def worker_identity() -> str:
+    """Names this driver of a run: host, process, thread, and a nonce for this call."""
+    return f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{uuid.uuid4().hex[:8]}"
+
+
 def run_advance(run_id: int, *, adapter: ModelAdapter | None = None, dispatcher: Dispatcher | None = None) -> Run:
-    """Drive a run until it stops or comes to rest (waiting for approval)."""
+    """Drive a run until it stops, comes to rest (waiting for approval), or is held by another worker."""
     if transaction.get_connection().in_atomic_block:
         raise RuntimeError("run_advance commits each step; call it outside any transaction")
     run = Run.objects.select_related("ticket", "session").get(pk=run_id)
     adapter = adapter or adapter_for_run(run)
     dispatcher = dispatcher or dispatcher_for_run(run)
     budget = run.get_budget()
-    op = run_begin(run_id=run_id)
-    while op is not None:
-        result = _execute(op, run, budget, adapter, dispatcher)
-        op = run_record(run_id=run_id, op=op, result=result)
+    owner = worker_identity()
+    step = run_begin(run_id=run_id, owner=owner)
+    while step.op is not None:
+        result = _execute(step.op, run, budget, adapter, dispatcher)
+        step = run_record(run_id=run_id, owner=owner, version=step.version, op=step.op, result=result)
     return Run.objects.get(pk=run_id)
 
 

@@ -132,7 +132,12 @@ class ToolAttempt(models.Model):
 
 
 class Observation(models.Model):
-    """What the model was shown besides evidence: a reused receipt, a failure, a validation error."""
+    """What the model was shown besides evidence: a reused receipt, a failure, a validation error.
+
+    DISCARDED records a late result refused by the run's steps; it is never shown to the model.
+    """
+
+    DISCARDED = "discarded_late_result"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="observations")
     kind = models.CharField(max_length=32)
@@ -200,3 +205,82 @@ class ReviewPacket(models.Model):
 
     def __str__(self) -> str:
         return f"packet of run {self.run_id} ({self.stop_reason})"
+
+
+# --- staff surfaces: who asked, reviews, API tokens ---------------------------------
+
+
+class RunRequest(models.Model):
+    """Who started a run, from where, and the Idempotency-Key that makes a retried start return it."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="request")
+    requested_by = models.ForeignKey(
+        "auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="run_requests"
+    )
+    via = models.CharField(max_length=16, help_text="admin, api or command.")
+    idempotency_key = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        # The staff capabilities; agentrun.roles gives them to the two groups.
+        permissions = [
+            ("start_investigation", "Can start investigations"),
+            ("review_packet", "Can accept or reject review packets"),
+            ("cancel_run", "Can cancel runs"),
+            ("answer_approval", "Can approve or deny a waiting call"),
+            ("view_dashboard", "Can see the outcomes dashboard"),
+            ("change_budget_defaults", "Can edit budget defaults"),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["requested_by", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="run_request_idempotency_unique",
+            )
+        ]
+
+
+class PacketReview(models.Model):
+    """One staff decision on a review packet. Append-only: never changed or deleted."""
+
+    class Decision(models.TextChoices):
+        ACCEPTED = "accepted"
+        REJECTED = "rejected"
+
+    packet = models.ForeignKey(ReviewPacket, on_delete=models.CASCADE, related_name="reviews")
+    reviewer = models.ForeignKey("auth.User", on_delete=models.PROTECT, related_name="packet_reviews")
+    decision = models.CharField(max_length=16, choices=Decision.choices)
+    note = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["packet", "created_at", "id"]
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError("packet reviews are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError("packet reviews are append-only")
+
+    def __str__(self) -> str:
+        return f"{self.decision} by {self.reviewer_id} on packet {self.packet_id}"
+
+
+class ApiToken(models.Model):
+    """A per-user bearer token. Only its SHA-256 digest is stored; the token is shown once."""
+
+    user = models.ForeignKey("auth.User", on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12, help_text="The token's first characters, to recognise it.")
+    digest = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"

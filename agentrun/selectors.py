@@ -9,7 +9,7 @@ from tickets.models import Evidence
 
 from .budgets import Budget, allowances
 from .context import AttemptItem, Context, EvidenceItem, fit_context
-from .models import Run
+from .models import Observation, Run
 from .statuses import Status
 
 
@@ -24,7 +24,8 @@ def run_context(*, run: Run, budget: Budget, reserve_bytes: int = 0) -> Context:
         AttemptItem(a.tool, a.args, a.outcome, a.evidence.ref if a.evidence else "")
         for a in run.attempts.select_related("evidence").order_by("seq")
     )
-    notes = tuple(reversed(run.observations.order_by("-id").values_list("text", flat=True)[:5]))
+    shown = run.observations.exclude(kind=Observation.DISCARDED).order_by("-id")
+    notes = tuple(reversed(shown.values_list("text", flat=True)[:5]))
     fresh = Run.objects.only("model_requests", "tool_attempts", "tokens_used", "tokens_reserved",
                              "cost_used_micros", "cost_reserved_micros", "deadline_at").get(pk=run.pk)
     ctx = Context(

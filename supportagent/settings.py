@@ -140,6 +140,8 @@ AGENT_MODEL_PRICES: dict[str, tuple[str, str]] = {
 }
 AGENT_PRICE_INPUT_PER_MTOK = env_str("AGENT_PRICE_INPUT_PER_MTOK")
 AGENT_PRICE_OUTPUT_PER_MTOK = env_str("AGENT_PRICE_OUTPUT_PER_MTOK")
+# A worker's lease on a run outlives one operation's longest wait by this much.
+AGENT_LEASE_MARGIN_SECONDS = 5.0
 AGENT_REQUIRE_APPROVAL: list[str] = env_list("AGENT_REQUIRE_APPROVAL", [])
 
 LOGGING = {

@@ -1,0 +1,529 @@
+"""The steps of a run: every write to a run's status and counters is here.
+
+The loop alternates between these transactions and slow I/O. Each step is one
+short transaction that, holding the run's row lock, records what the previous
+operation returned, decides what happens next, and *reserves* the next
+operation (the request or attempt row and its counters) before it commits. The
+operation itself starts only after the commit, so a crash can never lose a
+spend: at most 2 commits per model-request-plus-dispatch cycle.
+
+Ownership: a worker drives a run under a lease (`lease_owner`,
+`lease_expires_at`), taken in `run_begin` and renewed by every step. Each step
+names the owner and the run version it read; a write from anyone else, or
+from a stale version, is refused and recorded as a discarded late result.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, assert_never
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from tickets.models import CustomerSession
+from tickets.selectors import Forbidden, SessionScope, evidence_refs_for_ticket
+from tickets.services import evidence_record
+
+from .adapters.base import ModelError, ModelResponse
+from .budgets import Budget, check_before_request, cost_micros, tool_attempts_left
+from .decisions import (
+    AwaitApproval,
+    Call,
+    CallFacts,
+    Dispatch,
+    Draft,
+    DraftProposal,
+    Handoff,
+    Malformed,
+    MultipleCalls,
+    NormalizedCall,
+    ReuseReceipt,
+    judge_call,
+    parse_reply,
+    validate_draft,
+)
+from .models import Approval, ModelRequest, Observation, ReviewPacket, Run, ToolAttempt
+from .schemas import canonical_json
+from .statuses import Detail, Status, Stop
+from .tools import TOOLS, ToolError, ToolResult
+from .waiting import Finished, Raised, Result, TimedOut
+
+log = logging.getLogger("agentrun")
+
+STEP_FIELDS = [
+    "status", "detail", "stop_note", "model_requests", "tool_attempts", "validation_errors",
+    "tokens_reserved", "tokens_used", "cost_reserved_micros", "cost_used_micros", "last_executed_key",
+    "pending_call", "evidence_refs", "started_at", "ended_at", "version", "lease_owner", "lease_expires_at",
+]
+
+
+# --- operations the loop executes between transactions ------------------------
+
+
+@dataclass(frozen=True)
+class ModelOp:
+    request_id: int
+    index: int
+
+
+@dataclass(frozen=True)
+class DispatchOp:
+    attempt_id: int
+    tool: str
+    args: dict[str, Any]
+    index: int  # how many dispatches of this tool the run made before this one
+
+
+Operation = ModelOp | DispatchOp
+
+
+@dataclass(frozen=True)
+class OpResult:
+    result: Result
+    by_deadline: bool  # the wait was bounded by the deadline, not the operation timeout
+    started_at: datetime
+    finished_at: datetime = field(default_factory=timezone.now)
+
+    @property
+    def latency_ms(self) -> int:
+        return max(int((self.finished_at - self.started_at).total_seconds() * 1000), 0)
+
+
+
+
+@dataclass(frozen=True)
+class Next:
+    """What a step leaves the loop: the operation to execute (None: stop driving) and the run version."""
+
+    op: Operation | None
+    version: int
+
+
+def lease_seconds(budget: Budget) -> float:
+    """A lease outlives the longest wait of one operation, so a live worker renews it in time."""
+    return budget.operation_timeout_seconds + settings.AGENT_LEASE_MARGIN_SECONDS
+
+
+# --- the steps ------------------------------------------------------------------
+
+
+def run_begin(*, run_id: int, owner: str) -> Next:
+    """Claim the run for `owner` and start or resume it.
+
+    Returns the first operation, reserved, or no operation when the run is
+    over, waits for an approval, or another live worker holds its lease.
+    """
+    with transaction.atomic():
+        run = _locked(run_id)
+        now = timezone.now()
+        if not run.is_active or _held_by_other(run, owner, now):
+            return Next(None, run.version)
+        if run.status == Status.WAITING_APPROVAL:
+            op = _resume_approved(run, now)
+        else:
+            if run.status == Status.RUNNING:
+                _recover_interrupted(run, now)
+            run.status = Status.RUNNING
+            run.started_at = run.started_at or now
+            op = _plan_request(run, now)
+        run.lease_owner = owner if op is not None else ""
+        _save(run, now)
+        return Next(op, run.version)
+
+
+def run_record(*, run_id: int, owner: str, version: int, op: Operation, result: OpResult) -> Next:
+    """Record what `op` returned, decide, and reserve the next operation (or stop).
+
+    Refused, and recorded as a discarded late result, unless `owner` still
+    holds the run at `version`.
+    """
+    with transaction.atomic():
+        run = _locked(run_id)
+        now = timezone.now()
+        if run.lease_owner != owner or run.version != version or not run.is_active:
+            _discard_late_result(run, op, owner)
+            return Next(None, run.version)
+        if isinstance(op, ModelOp):
+            nxt = _record_model(run, op, result, now)
+        else:
+            nxt = _record_dispatch(run, op, result, now)
+        _save(run, now)
+        return Next(nxt, run.version)
+
+
+def _held_by_other(run: Run, owner: str, now: datetime) -> bool:
+    return bool(run.lease_owner) and run.lease_owner != owner and bool(
+        run.lease_expires_at and run.lease_expires_at > now
+    )
+
+
+def _discard_late_result(run: Run, op: Operation, owner: str) -> None:
+    what = "model request" if isinstance(op, ModelOp) else f"{op.tool} dispatch"
+    log.warning("run %s: a late result of a %s was discarded", run.pk, what)
+    Observation.objects.create(
+        run=run, kind=Observation.DISCARDED,
+        text=f"A result of a {what} arrived after the run had moved on (worker {owner}); it was not used.",
+    )
+
+
+def _locked(run_id: int) -> Run:
+    return Run.objects.select_for_update().get(pk=run_id)
+
+
+def run_lock(*, run_id: int) -> Run:
+    """The run, row-locked until the surrounding transaction ends."""
+    assert transaction.get_connection().in_atomic_block, "run_lock needs a transaction"
+    return _locked(run_id)
+
+
+def run_end(*, run: Run, stop: Stop) -> None:
+    """End a locked run now with `stop`, writing its packet."""
+    now = timezone.now()
+    _stop(run, stop, now)
+    _save(run, now)
+
+
+def _save(run: Run, now: datetime) -> None:
+    """Commit the step: bump the version; renew the lease while the run is driven, else release it."""
+    run.version += 1
+    if run.status == Status.RUNNING and run.lease_owner:
+        run.lease_expires_at = now + timedelta(seconds=lease_seconds(run.get_budget()))
+    else:
+        run.lease_owner, run.lease_expires_at = "", None
+    run.save(update_fields=STEP_FIELDS)
+
+
+def run_expire(*, run_id: int) -> bool:
+    """End an active run whose deadline has passed, whatever its worker is doing. True if it ended it.
+
+    In-flight operations are settled as cut by the deadline: a pending model
+    request is charged its whole reservation, a pending attempt is a timeout.
+    Skips a run whose row another transaction holds; the next pass gets it.
+    """
+    with transaction.atomic():
+        run = Run.objects.select_for_update(skip_locked=True).filter(pk=run_id).first()
+        now = timezone.now()
+        if run is None or not run.is_active or run.time_left(now) > 0:
+            return False
+        for request in run.model_request_rows.filter(outcome=ModelRequest.Outcome.PENDING):
+            _charge(run, request, whole_reservation=True)
+            request.outcome, request.finished_at = ModelRequest.Outcome.DEADLINE, now
+            request.save()
+        run.attempts.filter(outcome=ToolAttempt.Outcome.PENDING).update(
+            outcome=ToolAttempt.Outcome.TIMEOUT, finished_at=now
+        )
+        _stop(run, Stop(Status.DEADLINE, note="the watchdog ended the run at its deadline"), now)
+        _save(run, now)
+        return True
+
+
+def _plan_request(run: Run, now: datetime) -> Operation | None:
+    """Before a model request: cancellation, then the exits in order; else reserve it."""
+    if run.cancel_requested:
+        return _stop(run, Stop(Status.CANCELLED), now)
+    budget = run.get_budget()
+    stop = check_before_request(budget, run.usage(), run.time_left(now))
+    if stop is not None:
+        return _stop(run, stop, now)
+    index = run.model_request_rows.count()
+    request = ModelRequest.objects.create(
+        run=run,
+        seq=index + 1,
+        reserved_tokens=budget.reserved_tokens_per_request,
+        reserved_cost_micros=budget.reserved_cost_per_request,
+        started_at=now,
+    )
+    run.model_requests += 1
+    run.tokens_reserved += request.reserved_tokens
+    run.cost_reserved_micros += request.reserved_cost_micros
+    return ModelOp(request.pk, index)
+
+
+def _reserve_attempt(run: Run, call: NormalizedCall, now: datetime, *, retry_number: int = 0) -> DispatchOp:
+    tools_so_far = list(run.attempts.values_list("tool", flat=True))
+    attempt = ToolAttempt.objects.create(
+        run=run,
+        seq=len(tools_so_far) + 1,
+        call_id=call.call_id or "",
+        tool=call.tool,
+        args=call.args,
+        call_key=call.key,
+        retry_number=retry_number,
+        started_at=now,
+    )
+    run.tool_attempts += 1
+    run.last_executed_key = call.key
+    return DispatchOp(attempt.pk, call.tool, call.args, tools_so_far.count(call.tool))
+
+
+def _charge(run: Run, request: ModelRequest, *, input_tokens: int = 0, output_tokens: int = 0,
+            whole_reservation: bool = False) -> None:
+    """Reconcile a request's reservation with what it is charged."""
+    if whole_reservation:
+        tokens, cost = request.reserved_tokens, request.reserved_cost_micros
+    else:
+        tokens, cost = input_tokens + output_tokens, cost_micros(run.get_budget(), input_tokens, output_tokens)
+        request.input_tokens, request.output_tokens = input_tokens, output_tokens
+    request.charged_tokens, request.charged_cost_micros = tokens, cost
+    run.tokens_reserved -= request.reserved_tokens
+    run.cost_reserved_micros -= request.reserved_cost_micros
+    run.tokens_used += tokens
+    run.cost_used_micros += cost
+
+
+def _record_model(run: Run, op: ModelOp, res: OpResult, now: datetime) -> Operation | None:
+    request = ModelRequest.objects.get(pk=op.request_id)
+    request.finished_at, request.latency_ms = now, res.latency_ms
+    stop = _settle_request(run, request, res, now)
+    if stop is not None:
+        request.save()
+        return _stop(run, stop, now)
+    assert isinstance(res.result, Finished)
+    nxt = _decide(run, request, parse_reply(res.result.value.payload), now)
+    request.save()
+    return nxt
+
+
+def _settle_request(run: Run, request: ModelRequest, res: OpResult, now: datetime) -> Stop | None:
+    """Charge the request; the stop it causes, if any (a failure, an overrun, the deadline)."""
+    late = run.time_left(now) <= 0
+    outcome = res.result
+    if isinstance(outcome, TimedOut) or (isinstance(outcome, Raised) and getattr(outcome.error, "timeout", False)):
+        _charge(run, request, whole_reservation=True)
+        if res.by_deadline or late:
+            request.outcome = ModelRequest.Outcome.DEADLINE
+            return Stop(Status.DEADLINE, note="the deadline cut the model request short")
+        request.outcome = ModelRequest.Outcome.TIMEOUT
+        return Stop(Status.MODEL_ERROR, Detail.TIMEOUT, "the model request took longer than the operation timeout")
+    if isinstance(outcome, Raised):
+        error = outcome.error
+        request.outcome = ModelRequest.Outcome.ERROR
+        if isinstance(error, ModelError):
+            _charge(run, request, input_tokens=error.usage.input_tokens, output_tokens=error.usage.output_tokens)
+            request.error = str(error)[:2000]
+        else:  # an adapter bug: nobody knows what was spent
+            _charge(run, request, whole_reservation=True)
+            request.error = f"{type(error).__name__} in the model adapter"
+            log.error("run %s: model adapter raised %s", run.pk, type(error).__name__)
+        if late:
+            return Stop(Status.DEADLINE)
+        return Stop(Status.MODEL_ERROR, Detail.ERROR, request.error)
+    response: ModelResponse = outcome.value
+    budget = run.get_budget()
+    _charge(run, request, input_tokens=response.usage.input_tokens, output_tokens=response.usage.output_tokens)
+    if late:
+        request.outcome = ModelRequest.Outcome.DEADLINE
+        return Stop(Status.DEADLINE, note="the reply came after the deadline")
+    if response.usage.input_tokens > budget.max_input_tokens or response.usage.output_tokens > budget.max_output_tokens:
+        request.outcome = ModelRequest.Outcome.USAGE_OVERRUN
+        return Stop(Status.MODEL_ERROR, Detail.USAGE_OVERRUN, "reported usage above the request's caps")
+    return None
+
+
+def _decide(run: Run, request: ModelRequest, proposal, now: datetime) -> Operation | None:
+    """What a well-formed, in-time reply leads to."""
+    request.outcome = ModelRequest.Outcome.OK
+    if isinstance(proposal, Malformed):
+        request.outcome, request.proposal = ModelRequest.Outcome.MALFORMED, "malformed"
+        return _validation_error(run, request, proposal.reason, now)
+    if isinstance(proposal, MultipleCalls):
+        request.proposal = f"{proposal.count} calls"
+        return _stop(run, Stop(Status.INVALID_OR_FORBIDDEN, Detail.MULTIPLE_CALLS, "several calls in one reply"), now)
+    if isinstance(proposal, Handoff):
+        request.proposal = "handoff"
+        return _stop(run, Stop(Status.NEEDS_HELP, note=proposal.reason[:2000]), now)
+    if isinstance(proposal, DraftProposal):
+        request.proposal = "draft"
+        draft = validate_draft(proposal.raw, evidence_refs_for_ticket(ticket_id=run.ticket_id))
+        if isinstance(draft, str):
+            request.outcome = ModelRequest.Outcome.INVALID_DRAFT
+            return _validation_error(run, request, draft, now)
+        return _stop(run, Stop(Status.COMPLETED), now, draft=draft)
+    if isinstance(proposal, Call):
+        request.proposal = f"call {proposal.tool}"[:200]
+        return _judge(run, proposal, now)
+    assert_never(proposal)
+
+
+def _validation_error(run: Run, request: ModelRequest, text: str, now: datetime) -> Operation | None:
+    request.validation_error = text[:2000]
+    run.validation_errors += 1
+    Observation.objects.create(run=run, kind="validation_error", text=f"Your last reply was not used: {text}"[:2000])
+    return _plan_request(run, now)
+
+
+def _scope(run: Run) -> SessionScope:
+    return SessionScope.of(CustomerSession.objects.get(pk=run.session_id))
+
+
+def _judge(run: Run, call: Call, now: datetime) -> Operation | None:
+    scope = _scope(run)
+
+    def receipt_key(call_id: str) -> str | None:
+        return run.attempts.filter(call_id=call_id).values_list("call_key", flat=True).first()
+
+    def authorized(c: NormalizedCall) -> bool:
+        return TOOLS[c.tool].policy(scope, c.args)
+
+    def needs_approval(c: NormalizedCall) -> bool:
+        return c.tool in run.require_approval or TOOLS[c.tool].needs_approval(scope, c.args)
+
+    facts = CallFacts(receipt_key, authorized, needs_approval, run.last_executed_key or None)
+    verdict = judge_call(call, budget=run.get_budget(), usage=run.usage(), time_left=run.time_left(now), facts=facts)
+    if isinstance(verdict, Stop):
+        return _stop(run, verdict, now)
+    if isinstance(verdict, Dispatch):
+        return _reserve_attempt(run, verdict.call, now)
+    if isinstance(verdict, ReuseReceipt):
+        _reuse_receipt(run, verdict.call)
+        return _plan_request(run, now)
+    if isinstance(verdict, AwaitApproval):
+        return _await_approval(run, verdict.call)
+    assert_never(verdict)
+
+
+def _reuse_receipt(run: Run, call: NormalizedCall) -> None:
+    receipt = run.attempts.filter(call_id=call.call_id).select_related("evidence").order_by("-seq").first()
+    ref = receipt.evidence.ref if receipt.evidence else ""
+    if ref and ref not in run.evidence_refs:
+        run.evidence_refs = [*run.evidence_refs, ref]
+    outcome = f"its result is {ref}" if ref else f"it ended {receipt.outcome}"
+    Observation.objects.create(
+        run=run, kind="receipt_reused", evidence_ref=ref,
+        text=f"Call {call.call_id} was already made; {outcome}. It was not made again.",
+    )
+
+
+def _await_approval(run: Run, call: NormalizedCall) -> None:
+    Approval.objects.create(run=run, tool=call.tool, args=call.args, call_key=call.key, call_id=call.call_id or "")
+    run.status = Status.WAITING_APPROVAL
+    run.pending_call = {"tool": call.tool, "args": call.args, "id": call.call_id}
+    return None
+
+
+def _resume_approved(run: Run, now: datetime) -> Operation | None:
+    approval = run.approvals.filter(state=Approval.State.GRANTED).order_by("-id").first()
+    if run.time_left(now) <= 0:
+        run.approvals.filter(state__in=[Approval.State.PENDING, Approval.State.GRANTED]).update(
+            state=Approval.State.EXPIRED
+        )
+        return _stop(run, Stop(Status.DEADLINE, note="the deadline passed while waiting for approval"), now)
+    if approval is None:
+        return None  # still waiting
+    approval.state = Approval.State.USED
+    approval.save(update_fields=["state"])
+    run.status, run.pending_call = Status.RUNNING, None
+    if run.cancel_requested:
+        return _stop(run, Stop(Status.CANCELLED), now)
+    return _reserve_attempt(run, NormalizedCall(approval.tool, approval.args, approval.call_id or None), now)
+
+
+def _recover_interrupted(run: Run, now: datetime) -> None:
+    """A run found RUNNING by `run_begin` was cut off: settle what was in flight, keeping it counted."""
+    for request in run.model_request_rows.filter(outcome=ModelRequest.Outcome.PENDING):
+        _charge(run, request, whole_reservation=True)
+        request.outcome, request.finished_at = ModelRequest.Outcome.INTERRUPTED, now
+        request.save()
+    for attempt in run.attempts.filter(outcome=ToolAttempt.Outcome.PENDING):
+        attempt.outcome, attempt.finished_at = ToolAttempt.Outcome.INTERRUPTED, now
+        attempt.save()
+        Observation.objects.create(
+            run=run, kind="interrupted", text=f"The {attempt.tool} call was interrupted; it may be proposed again."
+        )
+
+
+def _record_dispatch(run: Run, op: DispatchOp, res: OpResult, now: datetime) -> Operation | None:
+    attempt = ToolAttempt.objects.get(pk=op.attempt_id)
+    attempt.finished_at, attempt.latency_ms = now, res.latency_ms
+    outcome = res.result
+    if isinstance(outcome, TimedOut):
+        attempt.outcome = ToolAttempt.Outcome.TIMEOUT
+    elif isinstance(outcome, Raised):
+        transient = isinstance(outcome.error, ToolError) and outcome.error.transient
+        attempt.outcome = ToolAttempt.Outcome.TRANSIENT_ERROR if transient else ToolAttempt.Outcome.ERROR
+        attempt.error = _tool_error_text(outcome.error)
+    else:
+        _record_result(run, attempt, outcome.value)
+    attempt.save()
+    if run.time_left(now) <= 0 or (isinstance(outcome, TimedOut) and res.by_deadline):
+        return _stop(run, Stop(Status.DEADLINE, note=f"the deadline passed during {op.tool}"), now)
+    budget = run.get_budget()
+    if attempt.outcome == ToolAttempt.Outcome.TRANSIENT_ERROR and not run.cancel_requested:
+        if attempt.retry_number < budget.max_read_retries and tool_attempts_left(budget, run.usage()) > 0:
+            call = NormalizedCall(attempt.tool, attempt.args, attempt.call_id or None)
+            return _reserve_attempt(run, call, now, retry_number=attempt.retry_number + 1)
+    if attempt.outcome != ToolAttempt.Outcome.OK:
+        Observation.objects.create(
+            run=run, kind="tool_failure",
+            text=f"{attempt.tool} {canonical_json(attempt.args)} ended {attempt.outcome}: {attempt.error or 'no answer in time'}",
+        )
+    return _plan_request(run, now)
+
+
+def _tool_error_text(error: BaseException) -> str:
+    if isinstance(error, (ToolError, Forbidden)):
+        return str(error)[:500]
+    log.error("tool backend raised %s", type(error).__name__)
+    return f"{type(error).__name__} in the tool backend"
+
+
+def _record_result(run: Run, attempt: ToolAttempt, result: ToolResult) -> None:
+    """A successful result becomes evidence (or reuses the identical one)."""
+    limit = run.get_budget().max_tool_result_chars
+    text = canonical_json(result.content)
+    truncated = len(text) > limit
+    if truncated:
+        text = text[:limit]
+    evidence = evidence_record(
+        ticket_id=run.ticket_id, tool=attempt.tool, args=attempt.args, args_key=attempt.call_key,
+        content=text, source_ref=result.source_ref, truncated=truncated, run_id=run.pk,
+    )
+    attempt.outcome, attempt.evidence, attempt.result_excerpt = ToolAttempt.Outcome.OK, evidence, text[:500]
+    if evidence.ref not in run.evidence_refs:
+        run.evidence_refs = [*run.evidence_refs, evidence.ref]
+
+
+# --- ending ------------------------------------------------------------------------
+
+
+def _stop(run: Run, stop: Stop, now: datetime, *, draft: Draft | None = None) -> None:
+    """End the run with exactly one status and write its review packet."""
+    run.status, run.detail, run.stop_note, run.ended_at = stop.status, stop.detail or "", stop.note, now
+    run.tokens_used += run.tokens_reserved  # anything still reserved was spent, as far as anyone knows
+    run.cost_used_micros += run.cost_reserved_micros
+    run.tokens_reserved = run.cost_reserved_micros = 0
+    run.pending_call = None
+    run.approvals.filter(state__in=[Approval.State.PENDING, Approval.State.GRANTED]).update(
+        state=Approval.State.EXPIRED
+    )
+    ReviewPacket.objects.create(
+        run=run,
+        summary=draft.summary if draft else None,
+        evidence_refs=list(draft.evidence) if draft else list(run.evidence_refs),
+        attempts=[
+            {"seq": a.seq, "tool": a.tool, "args": a.args, "outcome": a.outcome, "call_id": a.call_id or None,
+             "evidence": a.evidence.ref if a.evidence else None, "error": a.error or None}
+            for a in run.attempts.select_related("evidence")
+        ],
+        open_questions=list(draft.open_questions) if draft else [],
+        stop_reason=stop.status,
+        detail=stop.detail or "",
+        stop_note=stop.note,
+        budget_spent=_budget_spent(run, now),
+        created_at=now,
+    )
+    return None
+
+
+def _budget_spent(run: Run, now: datetime) -> dict[str, Any]:
+    budget = run.get_budget()
+    return {
+        "model_requests": [run.model_requests, budget.max_model_requests],
+        "tool_attempts": [run.tool_attempts, budget.max_tool_attempts],
+        "tokens": [run.tokens_used, budget.max_total_tokens],
+        "cost_micros": [run.cost_used_micros, budget.max_cost_micros],
+        "seconds": [round((now - run.created_at).total_seconds(), 3), budget.deadline_seconds],
+    }
