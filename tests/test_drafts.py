@@ -1,0 +1,91 @@
+"""What makes a draft a valid review packet (CONFORMANCE §5). Pure: no database."""
+from __future__ import annotations
+
+import pytest
+
+from agentrun.decisions import Draft, validate_draft
+
+KNOWN = {"E1", "E2", "E3"}
+
+
+def draft(**overrides):
+    base = {"summary": "J-42 failed: the requester is a viewer [E1].", "evidence": ["E1"], "open_questions": []}
+    return {**base, **overrides}
+
+
+def test_a_valid_draft_is_accepted():
+    assert validate_draft(draft(open_questions=["Role at failure time?"]), KNOWN) == Draft(
+        "J-42 failed: the requester is a viewer [E1].", ("E1",), ("Role at failure time?",))
+
+
+def test_the_summary_is_kept_trimmed():
+    assert validate_draft(draft(summary="\n  Role problem. \t"), KNOWN).summary == "Role problem."
+
+
+def test_a_summary_of_2000_characters_after_trimming_is_accepted():
+    result = validate_draft(draft(summary="   " + "a" * 2000 + "   "), KNOWN)
+    assert isinstance(result, Draft) and len(result.summary) == 2000
+
+
+def test_duplicate_references_count_once_in_first_cited_order():
+    assert validate_draft(draft(evidence=["E2", "E1", "E2", "E1"]), KNOWN).evidence == ("E2", "E1")
+
+
+def test_open_questions_may_be_empty():
+    assert validate_draft(draft(open_questions=[]), KNOWN).open_questions == ()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        draft(summary=""),
+        draft(summary="   "),
+        draft(summary="\n\t \u3000"),
+        draft(summary="a" * 2001),
+        draft(summary="  " + "a" * 2001 + "  "),
+        draft(summary=None),
+        draft(summary=42),
+        draft(summary=["text"]),
+        draft(evidence=[]),
+        draft(evidence="E1"),
+        draft(evidence=None),
+        draft(evidence=[1]),
+        draft(evidence=["E1", 2]),
+        draft(evidence=[None]),
+        draft(evidence=["E9"]),
+        draft(evidence=["E1", "E9"]),
+        draft(evidence=["e1"]),
+        draft(open_questions=None),
+        draft(open_questions="why?"),
+        draft(open_questions=[1]),
+        draft(open_questions=["ok", None]),
+        draft(extra="field"),
+        draft(confidence=0.9),
+        {"evidence": ["E1"], "open_questions": []},
+        {"summary": "s", "open_questions": []},
+        {"summary": "s", "evidence": ["E1"]},
+        {},
+        None,
+        "a summary in plain text",
+        ["E1"],
+    ],
+    ids=[
+        "empty-summary", "blank-summary", "unicode-blank-summary", "2001-chars", "2001-after-trim",
+        "summary-none", "summary-number", "summary-list", "no-evidence", "evidence-text", "evidence-none",
+        "evidence-number", "evidence-mixed", "evidence-null-item", "unknown-ref", "one-unknown-ref",
+        "wrong-case-ref", "questions-none", "questions-text", "questions-number", "questions-null-item",
+        "extra-key", "another-extra-key", "summary-missing", "evidence-missing", "questions-missing",
+        "empty-object", "none", "text", "list",
+    ],
+)
+def test_invalid_drafts_give_a_validation_error(raw):
+    result = validate_draft(raw, KNOWN)
+    assert isinstance(result, str) and result
+
+
+def test_an_unknown_reference_is_named_in_the_error():
+    assert "E9" in validate_draft(draft(evidence=["E1", "E9"]), KNOWN)
+
+
+def test_no_known_references_means_no_valid_draft():
+    assert isinstance(validate_draft(draft(), set()), str)

@@ -1,0 +1,141 @@
+"""Normalizing and validating tool arguments (CONFORMANCE §3, §4). Pure: no database."""
+from __future__ import annotations
+
+import pytest
+
+from agentrun.decisions import Call, NormalizedCall, normalize_call
+from agentrun.schemas import call_key, canonical_json, normalize_args
+from agentrun.statuses import Detail, Status, Stop
+
+
+def normalized(tool, args):
+    result = normalize_call(Call(tool, args))
+    assert isinstance(result, NormalizedCall), result
+    return result.args
+
+
+def is_bad_arguments(tool, args) -> bool:
+    result = normalize_call(Call(tool, args))
+    return isinstance(result, Stop) and (result.status, result.detail) == (
+        Status.INVALID_OR_FORBIDDEN, Detail.BAD_ARGUMENTS)
+
+
+@pytest.mark.parametrize(
+    "tool, args, expected",
+    [
+        ("search_docs", {"query": "export"}, {"query": "export", "max_results": 3}),
+        ("search_docs", {"query": "  CSV   Export\t\nFails  "}, {"query": "csv export fails", "max_results": 3}),
+        ("search_docs", {"query": "EXPORT_ROLE_REQUIRED"}, {"query": "export_role_required", "max_results": 3}),
+        ("search_docs", {"query": "Straße"}, {"query": "strasse", "max_results": 3}),  # casefold, not lower
+        ("search_docs", {"query": "x\u3000\u00a0y"}, {"query": "x y", "max_results": 3}),  # unicode whitespace
+        ("search_docs", {"query": "x", "max_results": 1}, {"query": "x", "max_results": 1}),
+        ("search_docs", {"query": "x", "max_results": 5}, {"query": "x", "max_results": 5}),
+        ("search_docs", {"query": "x", "max_results": 6}, {"query": "x", "max_results": 5}),
+        ("search_docs", {"query": "x", "max_results": 10**30}, {"query": "x", "max_results": 5}),
+        ("read_job_status", {"job_id": "J-42"}, {"job_id": "J-42"}),
+        ("read_job_status", {"job_id": "  j-42 "}, {"job_id": "J-42"}),
+        ("read_job_status", {"job_id": "J-123456789012"}, {"job_id": "J-123456789012"}),
+        ("read_job_status", {"job_id": "J-0"}, {"job_id": "J-0"}),
+        ("read_service_status", {"service": "export"}, {"service": "export"}),
+        ("read_service_status", {"service": " EXPORT "}, {"service": "export"}),
+        ("read_service_status", {"service": "Billing"}, {"service": "billing"}),
+    ],
+)
+def test_arguments_are_normalized_then_validated(tool, args, expected):
+    assert normalized(tool, args) == expected
+
+
+@pytest.mark.parametrize(
+    "tool, args",
+    [
+        # strict types
+        ("search_docs", {"query": "x", "max_results": True}),
+        ("search_docs", {"query": "x", "max_results": False}),
+        ("search_docs", {"query": "x", "max_results": 3.0}),
+        ("search_docs", {"query": "x", "max_results": "3"}),
+        ("search_docs", {"query": "x", "max_results": None}),
+        ("search_docs", {"query": "x", "max_results": [3]}),
+        ("search_docs", {"query": 42}),
+        ("search_docs", {"query": None}),
+        ("search_docs", {"query": ["export"]}),
+        ("read_job_status", {"job_id": 42}),
+        ("read_service_status", {"service": 1}),
+        # ranges
+        ("search_docs", {"query": "x", "max_results": 0}),
+        ("search_docs", {"query": "x", "max_results": -1}),
+        ("search_docs", {"query": ""}),
+        ("search_docs", {"query": "   \t\n "}),  # blank once trimmed
+        ("search_docs", {"query": "a" * 201}),
+        # missing and unknown names
+        ("search_docs", {}),
+        ("search_docs", {"max_results": 3}),
+        ("search_docs", {"query": "x", "limit": 3}),
+        ("search_docs", {"query": "x", "Max_Results": 3}),
+        ("read_job_status", {}),
+        ("read_job_status", {"job_id": "J-42", "account": "GLOBEX"}),
+        ("read_service_status", {"service": "export", "verbose": True}),
+        ("read_service_status", {}),
+        # job id pattern
+        ("read_job_status", {"job_id": "42"}),
+        ("read_job_status", {"job_id": "J-"}),
+        ("read_job_status", {"job_id": "J42"}),
+        ("read_job_status", {"job_id": "J-1234567890123"}),
+        ("read_job_status", {"job_id": "J-4 2"}),
+        ("read_job_status", {"job_id": "J--42"}),
+        ("read_job_status", {"job_id": "K-42"}),
+        ("read_job_status", {"job_id": "J-42; drop table"}),
+        ("read_job_status", {"job_id": "J-\u0664\u0662"}),  # Arabic-Indic digits
+        ("read_job_status", {"job_id": "J-\uff14\uff12"}),  # fullwidth digits
+        ("read_job_status", {"job_id": "J-\u0969"}),  # Devanagari digit
+        ("read_job_status", {"job_id": "J-4\u00b2"}),  # superscript two
+        # service names
+        ("read_service_status", {"service": "exports"}),
+        ("read_service_status", {"service": "status"}),
+        ("read_service_status", {"service": ""}),
+    ],
+)
+def test_bad_arguments_are_rejected(tool, args):
+    assert is_bad_arguments(tool, args)
+
+
+def test_query_of_exactly_200_characters_is_accepted():
+    assert normalized("search_docs", {"query": "a" * 200})["query"] == "a" * 200
+
+
+def test_query_length_is_measured_after_collapsing_whitespace():
+    padded = "  " + "a" * 100 + "     " + "b" * 99 + "  "  # 208 written, 200 once normalized
+    assert len(normalized("search_docs", {"query": padded})["query"]) == 200
+
+
+def test_query_length_is_measured_after_casefolding():
+    # 150 characters written, 300 once case-folded ("ß" -> "ss")
+    assert is_bad_arguments("search_docs", {"query": "ß" * 150})
+    assert normalized("search_docs", {"query": "ß" * 100})["query"] == "ss" * 100
+
+
+def test_job_id_of_thirteen_digits_with_padding_is_still_too_long():
+    assert is_bad_arguments("read_job_status", {"job_id": "  J-1234567890123  "})
+
+
+def test_normalize_args_leaves_non_strings_for_validation():
+    assert normalize_args("search_docs", {"query": " A  B ", "max_results": 3.0}) == {"query": "a b", "max_results": 3.0}
+
+
+def test_normalize_args_applies_case_rules_only_to_their_own_argument():
+    assert normalize_args("read_job_status", {"job_id": "j-1", "note": " Keep  Case "}) == {
+        "job_id": "J-1", "note": "Keep Case"}
+
+
+def test_call_key_is_the_same_for_equivalent_calls():
+    a = normalize_call(Call("search_docs", {"query": "  EXPORT  role", "max_results": 9}))
+    b = normalize_call(Call("search_docs", {"max_results": 5, "query": "export role"}))
+    assert a.key == b.key == call_key("search_docs", {"query": "export role", "max_results": 5})
+
+
+def test_call_key_differs_by_tool_and_by_arguments():
+    assert call_key("search_docs", {"query": "a"}) != call_key("search_docs", {"query": "b"})
+    assert call_key("read_job_status", {"job_id": "J-1"}) != call_key("search_docs", {"job_id": "J-1"})
+
+
+def test_canonical_json_is_key_order_independent_and_keeps_unicode():
+    assert canonical_json({"b": 1, "a": "é"}) == canonical_json({"a": "é", "b": 1}) == '{"a":"é","b":1}'
