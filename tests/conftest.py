@@ -53,3 +53,26 @@ def play(demo_committed):
         return run_scenario(Scenario.model_validate(data))
 
     return _play
+
+
+# --- operations the loop stopped waiting for ------------------------------------------------
+
+
+def _join_operations(timeout: float = 15.0) -> None:
+    import threading
+
+    for thread in threading.enumerate():
+        if thread.name == "agentrun-operation":
+            thread.join(timeout)
+
+
+@pytest.fixture
+def settle():
+    """A function that waits until every operation the loop gave up waiting for has finished.
+
+    A timed-out model request or dispatch keeps running in its daemon thread; a
+    test calls `settle()` to see what its late result did (it must do nothing),
+    and the fixture settles them again when the test ends so none outlives it.
+    """
+    yield _join_operations
+    _join_operations()
