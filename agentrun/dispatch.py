@@ -6,17 +6,21 @@ from typing import Any
 
 from tickets.selectors import SessionScope
 
+from .probe import probe_count
 from .tools import TOOLS, Tool, ToolError, ToolResult
 
 
 class Dispatcher:
     """Calls tool backends. `faults` (scenarios only) says what happens to a tool's n-th dispatch."""
 
-    def __init__(self, tools: dict[str, Tool] = TOOLS, faults: dict[str, list[Any]] | None = None):
+    def __init__(self, tools: dict[str, Tool] = TOOLS, faults: dict[str, list[Any]] | None = None,
+                 probe: str | None = None):
         self.tools = tools
         self.faults = faults or {}
+        self.probe = probe
 
     def dispatch(self, tool: str, scope: SessionScope, args: dict[str, Any], index: int) -> ToolResult:
+        probe_count(self.probe, "dispatch")
         entries = self.faults.get(tool) or []
         fault = entries[index] if index < len(entries) else None
         if isinstance(fault, dict):
@@ -30,4 +34,5 @@ class Dispatcher:
 
 
 def dispatcher_for_run(run) -> Dispatcher:
-    return Dispatcher(faults=(run.model_script or {}).get("faults"))
+    script = run.model_script or {}
+    return Dispatcher(faults=script.get("faults"), probe=script.get("probe"))

@@ -22,7 +22,7 @@ from .decisions import describe_validation_error
 from .loop import run_advance
 from .models import Run
 from .selectors import run_report
-from .services import approval_answer, run_rewind_clock, run_start
+from .services import approval_answer, enqueue_advance, run_rewind_clock, run_start
 from .statuses import Status
 
 MAX_APPROVAL_ROUNDS = 50
@@ -55,6 +55,7 @@ class Scenario(BaseModel):
     approval: Literal["grant", "deny", "none"] = "none"
     require_approval: list[str] = Field(default_factory=list)
     expect: dict[str, Any] = Field(default_factory=dict)
+    probe: str | None = Field(None, description="Redis key prefix counting model requests and dispatches (tests).")
 
     @classmethod
     def parse(cls, text: str) -> Scenario:
@@ -84,15 +85,8 @@ def fresh_ticket_copy(ref: str) -> Ticket:
 
 
 def run_scenario(scenario: Scenario) -> dict[str, Any]:
-    session = CustomerSession.objects.filter(ref=scenario.session).first()
-    if session is None:
-        raise ScenarioError(f"no session {scenario.session!r} in the demo data")
-    try:
-        budget = Budget.from_mapping(scenario.budget)
-    except ValueError as exc:
-        raise ScenarioError(str(exc)) from None
-    run = start_scenario_run(scenario, session, budget)
-    run_rewind_clock(run_id=run.pk, elapsed_seconds=scenario.start.elapsed_seconds)
+    """Run the scenario here, to its end (answering approvals as it says); its report."""
+    run = create_scenario_run(scenario)
     began = time.monotonic()
     run = run_advance(run.pk)
     for _ in range(MAX_APPROVAL_ROUNDS):
@@ -103,7 +97,29 @@ def run_scenario(scenario: Scenario) -> dict[str, Any]:
     return run_report(run_id=run.pk, elapsed_seconds=time.monotonic() - began, name=scenario.name)
 
 
-def start_scenario_run(scenario: Scenario, session: CustomerSession, budget: Budget) -> Run:
+def enqueue_scenario(scenario: Scenario) -> Run:
+    """Start the scenario's run on the workers; its replay model and faults travel with the run record."""
+    run = create_scenario_run(scenario)
+    enqueue_advance(run.pk)
+    return run
+
+
+def create_scenario_run(scenario: Scenario) -> Run:
+    """The scenario's run, queued, with its counters and elapsed time already that far."""
+    session = CustomerSession.objects.filter(ref=scenario.session).first()
+    if session is None:
+        raise ScenarioError(f"no session {scenario.session!r} in the demo data")
+    try:
+        budget = Budget.from_mapping(scenario.budget)
+    except ValueError as exc:
+        raise ScenarioError(str(exc)) from None
+    run = _start_run(scenario, session, budget)
+    run_rewind_clock(run_id=run.pk, elapsed_seconds=scenario.start.elapsed_seconds)
+    run.refresh_from_db()
+    return run
+
+
+def _start_run(scenario: Scenario, session: CustomerSession, budget: Budget) -> Run:
     ticket = fresh_ticket_copy(scenario.ticket)
     if session.account_id != ticket.account_id:
         raise ScenarioError(f"session {session.ref} does not belong to ticket {scenario.ticket}'s account")
@@ -113,7 +129,7 @@ def start_scenario_run(scenario: Scenario, session: CustomerSession, budget: Bud
         session=session,
         model_name="replay",
         budget=budget,
-        model_script={"model": scenario.model, "faults": scenario.faults},
+        model_script={"model": scenario.model, "faults": scenario.faults, "probe": scenario.probe},
         require_approval=scenario.require_approval,
         resume_from={
             "model_requests": start.model_requests, "tool_attempts": start.tool_attempts,

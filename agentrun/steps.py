@@ -527,3 +527,21 @@ def _budget_spent(run: Run, now: datetime) -> dict[str, Any]:
         "cost_micros": [run.cost_used_micros, budget.max_cost_micros],
         "seconds": [round((now - run.created_at).total_seconds(), 3), budget.deadline_seconds],
     }
+
+
+def run_requeue(*, run_id: int, grace_seconds: float) -> bool:
+    """Release the lease of a run whose worker stopped renewing it. True if it should be enqueued again.
+
+    The run stays claimable by anyone; it is not requeued again for `grace_seconds`.
+    """
+    with transaction.atomic():
+        run = Run.objects.select_for_update(skip_locked=True).filter(pk=run_id).first()
+        now = timezone.now()
+        if run is None or run.status not in (Status.RUNNING, Status.QUEUED):
+            return False
+        if run.lease_expires_at and run.lease_expires_at > now:
+            return False
+        run.lease_owner, run.lease_expires_at = "", now + timedelta(seconds=grace_seconds)
+        run.version += 1
+        run.save(update_fields=["lease_owner", "lease_expires_at", "version"])
+        return True

@@ -128,6 +128,35 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_RESULT_BACKEND = None
+CELERY_TASK_DEFAULT_QUEUE = env_str("AGENT_QUEUE", "supportagent")
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+
+def env_float(name: str, default: float) -> float:
+    raw = env_str(name)
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number of seconds, got {raw!r}") from None
+    if value <= 0:
+        raise ImproperlyConfigured(f"{name} must be more than 0, got {raw!r}")
+    return value
+
+
+# The watchdog ends overdue runs and requeues orphaned ones; it must run often
+# enough to end a run within a second of its deadline.
+AGENT_WATCHDOG_INTERVAL = env_float("AGENT_WATCHDOG_INTERVAL", 0.5)
+# A requeued or never-claimed run is not requeued again before this.
+AGENT_QUEUED_GRACE_SECONDS = env_float("AGENT_QUEUED_GRACE_SECONDS", 20.0)
+AGENT_PROBE_REDIS_URL = CELERY_BROKER_URL or "redis://127.0.0.1:6379/0"
+CELERY_BEAT_SCHEDULE = {
+    "watchdog": {
+        "task": "agentrun.watchdog",
+        "schedule": AGENT_WATCHDOG_INTERVAL,
+        "options": {"expires": AGENT_WATCHDOG_INTERVAL * 4},
+    },
+}
 
 # The agent. Budgets are defaults for new runs; each run stores its own copy.
 AGENT_MODEL = env_str("AGENT_MODEL", "rules")
@@ -137,9 +166,24 @@ AGENT_BUDGET_DEFAULTS: dict = {}
 AGENT_MODEL_PRICES: dict[str, tuple[str, str]] = {
     "rules": ("0", "0"),
     "replay": ("0", "0"),
+    # Provider models, "openai:<model>" / "anthropic:<model>": list prices when written; check
+    # your provider's. A model not listed here needs AGENT_PRICE_* (fails closed otherwise).
+    "openai:gpt-4o": ("2.50", "10.00"),
+    "openai:gpt-4o-mini": ("0.15", "0.60"),
+    "openai:gpt-4.1": ("2.00", "8.00"),
+    "openai:gpt-4.1-mini": ("0.40", "1.60"),
+    "anthropic:claude-sonnet-4-5": ("3.00", "15.00"),
+    "anthropic:claude-haiku-4-5": ("1.00", "5.00"),
 }
 AGENT_PRICE_INPUT_PER_MTOK = env_str("AGENT_PRICE_INPUT_PER_MTOK")
 AGENT_PRICE_OUTPUT_PER_MTOK = env_str("AGENT_PRICE_OUTPUT_PER_MTOK")
+# Provider keys and endpoints come from the SDKs' own variables: OPENAI_API_KEY, OPENAI_BASE_URL,
+# ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL. Prompts and replies are never logged unless this is
+# "redacted": then the "agentrun.providers" logger (at INFO) shows them with every <data> block,
+# the ticket's text and tool results, replaced by its size. Keys are never logged.
+AGENT_LOG_PROMPTS = env_str("AGENT_LOG_PROMPTS", "off").lower()
+if AGENT_LOG_PROMPTS not in ("off", "redacted"):
+    raise ImproperlyConfigured(f"AGENT_LOG_PROMPTS must be 'off' or 'redacted', got {AGENT_LOG_PROMPTS!r}")
 # A worker's lease on a run outlives one operation's longest wait by this much.
 AGENT_LEASE_MARGIN_SECONDS = 5.0
 AGENT_REQUIRE_APPROVAL: list[str] = env_list("AGENT_REQUIRE_APPROVAL", [])
@@ -150,3 +194,9 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {"agentrun": {"handlers": ["console"], "level": env_str("AGENT_LOG_LEVEL", "WARNING")}},
 }
+if AGENT_LOG_PROMPTS == "redacted":  # the redacted prompts are logged at INFO, whatever AGENT_LOG_LEVEL says
+    LOGGING["loggers"]["agentrun.providers"] = {"level": "INFO"}
+
+# Staff surfaces: the admin is the login page; ninja serves its API docs from static files (no CDN).
+INSTALLED_APPS += ["ninja"]
+LOGIN_URL = "admin:login"

@@ -7,12 +7,13 @@ from django.core.management.base import BaseCommand, CommandError
 from agentrun.config import ConfigError
 from agentrun.loop import run_advance
 from agentrun.selectors import run_report
-from agentrun.services import RunError, run_start
+from agentrun.services import RunError, investigation_start, run_start
 from agentrun.statuses import STOP_EXPLANATIONS, Status
 from tickets.models import CustomerSession, Ticket
 
 
 class Command(BaseCommand):
+    requires_system_checks: list[str] = []
     help = "Investigate a ticket with the configured model and print the review packet."
 
     def add_arguments(self, parser):
@@ -20,8 +21,10 @@ class Command(BaseCommand):
         parser.add_argument("--model", help=f"model to use (default AGENT_MODEL, now {settings.AGENT_MODEL!r})")
         parser.add_argument("--session", help="customer session to act for (default: the ticket's)")
         parser.add_argument("--json", action="store_true", help="print the run_scenario JSON shape")
+        parser.add_argument("--enqueue", action="store_true", help='start the run on the workers; print {"run": ID}')
 
-    def handle(self, *args, ticket: str, model: str | None, session: str | None, json: bool, **options):
+    def handle(self, *args, ticket: str, model: str | None, session: str | None, json: bool, enqueue: bool,
+               **options):
         found = Ticket.objects.select_related("session").filter(ref=ticket).first()
         if found is None:
             raise CommandError(f"no ticket {ticket!r} (load the demo data with `manage.py seed_demo`)")
@@ -31,6 +34,10 @@ class Command(BaseCommand):
             if acting is None:
                 raise CommandError(f"no customer session {session!r}")
         try:
+            if enqueue:
+                run = investigation_start(ticket=found, session=acting, model_name=model)
+                self.stdout.write(_json_dump({"run": run.pk}))
+                return
             run = run_start(ticket=found, session=acting, model_name=model)
         except (RunError, ConfigError) as exc:
             raise CommandError(str(exc)) from None

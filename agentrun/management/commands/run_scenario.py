@@ -3,16 +3,18 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from agentrun.scenarios import Scenario, ScenarioError, prepare_database, run_scenario
+from agentrun.scenarios import Scenario, ScenarioError, enqueue_scenario, prepare_database, run_scenario
 
 
 class Command(BaseCommand):
+    requires_system_checks: list[str] = []
     help = "Run one conformance scenario through the production loop and print its outcome as JSON."
 
     def add_arguments(self, parser):
         parser.add_argument("file", type=Path)
+        parser.add_argument("--enqueue", action="store_true", help='start the run on the workers; print {"run": ID}')
 
-    def handle(self, *args, file: Path, **options):
+    def handle(self, *args, file: Path, enqueue: bool, **options):
         try:
             scenario = Scenario.parse(file.read_text())
         except OSError as exc:
@@ -21,7 +23,7 @@ class Command(BaseCommand):
             raise CommandError(f"{file}: {exc}") from None
         prepare_database()
         try:
-            report = run_scenario(scenario)
+            report = {"run": enqueue_scenario(scenario).pk} if enqueue else run_scenario(scenario)
         except ScenarioError as exc:
             raise CommandError(f"{file}: {exc}") from None
         self.stdout.write(json.dumps(report))

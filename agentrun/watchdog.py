@@ -1,0 +1,45 @@
+"""The watchdog: the outside stop for runs whose worker is blocked or dead.
+
+One pass (a) ends every active run past its deadline with DEADLINE, whatever
+its worker is doing, and (b) hands runs whose lease expired (their worker
+died) back to the queue. Celery beat runs a pass every AGENT_WATCHDOG_INTERVAL
+seconds; `manage.py watchdog --once` runs one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from .models import Run
+from .services import enqueue_advance
+from .statuses import ACTIVE, Status
+from .steps import run_expire, run_requeue
+
+
+@dataclass(frozen=True)
+class WatchdogPass:
+    expired: list[int]
+    requeued: list[int]
+
+
+def watchdog_pass() -> WatchdogPass:
+    now = timezone.now()
+    overdue = Run.objects.filter(status__in=ACTIVE, deadline_at__lte=now).values_list("pk", flat=True)
+    expired = [run_id for run_id in overdue if run_expire(run_id=run_id)]
+    stale_queued = now - timedelta(seconds=settings.AGENT_QUEUED_GRACE_SECONDS)
+    orphaned = Run.objects.filter(
+        Q(status=Status.RUNNING, lease_expires_at__lt=now)
+        | Q(status=Status.QUEUED, created_at__lt=stale_queued)
+        & (Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)),
+        deadline_at__gt=now,
+    ).values_list("pk", flat=True)
+    requeued = []
+    for run_id in orphaned:
+        if run_requeue(run_id=run_id, grace_seconds=settings.AGENT_QUEUED_GRACE_SECONDS):
+            enqueue_advance(run_id)
+            requeued.append(run_id)
+    return WatchdogPass(expired, requeued)

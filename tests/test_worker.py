@@ -1,0 +1,178 @@
+"""The production path: Celery workers on Redis and PostgreSQL, crashes, duplicates, the watchdog."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from agentrun.models import Observation, ReviewPacket, Run, ToolAttempt
+from agentrun.probe import probe_read
+from agentrun.scenarios import Scenario, create_scenario_run
+from agentrun.services import enqueue_advance, investigation_start
+from agentrun.statuses import TERMINAL, Status
+from agentrun.tasks import advance_run
+from supportagent.celery import app as celery_app
+from tests.workers import BROKER_URL, ROOT, Cluster, wait_for
+from tickets.models import Ticket
+
+J42 = {"call": {"tool": "read_job_status", "args": {"job_id": "J-42"}}}
+DOCS = {"call": {"tool": "search_docs", "args": {"query": "EXPORT_ROLE_REQUIRED"}}}
+DRAFT = {"draft": {"summary": "Role problem.", "evidence": ["E1"], "open_questions": []}}
+
+
+@pytest.fixture
+def cluster(demo_committed, tmp_path):
+    """A private queue; this process enqueues to it through Redis instead of running inline."""
+    c = Cluster(tmp_path)
+    saved = {k: celery_app.conf[k] for k in ("task_always_eager", "broker_url", "task_default_queue")}
+    celery_app.conf.update(task_always_eager=False, broker_url=BROKER_URL, task_default_queue=c.queue)
+    yield c
+    c.stop()
+    celery_app.conf.update(saved)
+
+
+def scenario_run(model, **fields) -> Run:
+    data = {"name": "worker", "session": "S-ACME-1", "ticket": "T-1001", "model": model, **fields}
+    return create_scenario_run(Scenario.model_validate(data))
+
+
+def terminal(run_id: int) -> Run | None:
+    run = Run.objects.get(pk=run_id)
+    return run if run.status in TERMINAL else None
+
+
+def packet_content(run: Run) -> dict:
+    packet = run.packet
+    return {
+        "summary": packet.summary, "evidence": packet.evidence_refs, "open_questions": packet.open_questions,
+        "stop_reason": packet.stop_reason,
+        "attempts": [{k: a[k] for k in ("tool", "args", "outcome", "evidence")} for a in packet.attempts],
+    }
+
+
+def test_worker_completes_the_same_packet_as_the_inline_run(cluster):
+    ticket = Ticket.objects.get(ref="T-1001")
+    twin = Ticket.objects.create(ref="T-1001-W", account=ticket.account, session=ticket.session,
+                                 subject=ticket.subject, body=ticket.body)
+    celery_app.conf.task_always_eager = True
+    inline = investigation_start(ticket=ticket)
+    celery_app.conf.task_always_eager = False
+    cluster.worker()
+    queued = investigation_start(ticket=twin)
+
+    done = wait_for(lambda: terminal(queued.pk), 60, "the worker to finish the run")
+
+    inline = Run.objects.get(pk=inline.pk)
+    assert done.status == Status.COMPLETED
+    assert packet_content(done) == packet_content(inline)
+    assert done.lease_owner == ""
+
+
+def test_a_killed_worker_s_run_is_resumed_with_its_counters_and_deadline(cluster):
+    worker = cluster.worker()
+    run = scenario_run(
+        [J42, DOCS, DRAFT],
+        budget={"operation_timeout_seconds": 4, "deadline_seconds": 60},
+        faults={"read_job_status": [{"delay_seconds": 30}]},
+    )
+    deadline = run.deadline_at
+    enqueue_advance(run.pk)
+    wait_for(lambda: ToolAttempt.objects.filter(run=run, outcome="pending").exists(), 60, "the slow dispatch")
+    before = Run.objects.get(pk=run.pk)
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.wait()
+    cluster.worker()
+
+    def watchdog_once():
+        subprocess.run([sys.executable, "manage.py", "watchdog", "--once"], cwd=ROOT, env=cluster.env,
+                       check=True, capture_output=True)
+        return terminal(run.pk)
+
+    done = wait_for(watchdog_once, 30, "the run to be picked up again and finish", every=0.5)
+
+    assert done.status == Status.COMPLETED
+    assert list(done.attempts.values_list("tool", "outcome")) == [
+        ("read_job_status", "interrupted"), ("search_docs", "ok"),
+    ]
+    assert (before.model_requests, before.tool_attempts) == (1, 1)
+    assert (done.model_requests, done.tool_attempts) == (3, 2)
+    assert done.deadline_at == deadline
+    assert done.packet.evidence_refs == ["E1"]
+
+
+def test_duplicate_deliveries_and_racing_workers_run_each_operation_once(cluster):
+    cluster.worker()
+    cluster.worker()
+    probe = f"probe-{uuid.uuid4().hex[:8]}"
+    slow = {"delay_seconds": 0.3}
+    run = scenario_run([{**J42, **slow}, {**DOCS, **slow}, {**DRAFT, **slow}], probe=probe,
+                       faults={"read_job_status": [slow], "search_docs": [slow]})
+    for _ in range(4):  # the same task, delivered again and again, to two workers
+        advance_run.apply_async((run.pk,))
+
+    done = wait_for(lambda: terminal(run.pk), 60, "the run to finish")
+    wait_for(lambda: not Run.objects.filter(pk=run.pk).exclude(lease_owner="").exists(), 5, "the lease release")
+
+    assert done.status == Status.COMPLETED
+    assert (done.model_requests, done.tool_attempts) == (3, 2)
+    assert (probe_read(probe, "model"), probe_read(probe, "dispatch")) == (3, 2)
+    assert ReviewPacket.objects.filter(run=done).count() == 1
+
+
+def test_watchdog_ends_a_blocked_worker_s_run_at_its_deadline_and_refuses_its_late_result(tmp_path, demo_committed):
+    cluster = Cluster(tmp_path, AGENT_WATCHDOG_INTERVAL="0.2")
+    saved = {k: celery_app.conf[k] for k in ("task_always_eager", "broker_url", "task_default_queue")}
+    celery_app.conf.update(task_always_eager=False, broker_url=BROKER_URL, task_default_queue=cluster.queue)
+    try:
+        cluster.worker()
+        cluster.worker()
+        cluster.beat()
+        cluster.wait_ready(celery_app)
+        run = scenario_run([J42, DRAFT], budget={"deadline_seconds": 8},
+                           faults={"read_job_status": [{"delay_seconds": 2}]})
+        enqueue_advance(run.pk)
+        attempt = wait_for(lambda: ToolAttempt.objects.filter(run=run, outcome="pending").first(), 8, "dispatch")
+        owner = Run.objects.get(pk=run.pk).lease_owner
+        blocked_pid = int(owner.split(":")[1])
+        os.kill(blocked_pid, signal.SIGSTOP)
+        try:
+            done = wait_for(lambda: terminal(run.pk), 15, "the watchdog to end the run")
+            frozen = Run.objects.values().get(pk=run.pk)
+        finally:
+            os.kill(blocked_pid, signal.SIGCONT)
+        wait_for(lambda: Observation.objects.filter(run=run, kind=Observation.DISCARDED).exists(), 15,
+                 "the blocked worker's late result to be refused")
+
+        assert done.status == Status.DEADLINE
+        late_by = (done.ended_at - done.deadline_at).total_seconds()
+        assert 0 <= late_by < 1.0
+        assert ToolAttempt.objects.get(pk=attempt.pk).outcome == "timeout"
+        assert Run.objects.values().get(pk=run.pk) == frozen
+    finally:
+        cluster.stop()
+        celery_app.conf.update(saved)
+
+
+def test_two_hundred_runs_on_two_workers_all_end_with_a_packet_within_budget(cluster):
+    cluster.worker(concurrency=16)
+    cluster.worker(concurrency=16)
+    runs = [scenario_run([J42, DOCS, {"draft": {"summary": "ok", "evidence": ["E1", "E2"], "open_questions": []}}])
+            for _ in range(200)]
+    for run in runs:
+        enqueue_advance(run.pk)
+    ids = [r.pk for r in runs]
+
+    wait_for(lambda: not Run.objects.filter(pk__in=ids).exclude(status__in=TERMINAL).exists(), 180,
+             "all 200 runs to end", every=0.5)
+
+    assert ReviewPacket.objects.filter(run_id__in=ids).count() == 200
+    for run in Run.objects.filter(pk__in=ids):
+        budget = run.get_budget()
+        assert run.status == Status.COMPLETED
+        assert run.model_requests <= budget.max_model_requests
+        assert run.tool_attempts <= budget.max_tool_attempts
+        assert run.tokens_reserved == 0 and run.tokens_used <= budget.max_total_tokens

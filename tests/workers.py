@@ -1,0 +1,96 @@
+"""Real Celery workers (and beat) as subprocesses, on the test database and a private Redis queue."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+CELERY = str(Path(sys.executable).with_name("celery"))
+BROKER_URL = "redis://127.0.0.1:6379/0"
+
+
+def test_database_url() -> str:
+    s = connection.settings_dict
+    if connection.vendor != "postgresql":
+        raise RuntimeError("worker tests run on PostgreSQL: set DATABASE_URL (bin/test does)")
+    host = s.get("HOST") or "127.0.0.1"
+    user = s.get("USER") or "postgres"
+    return f"postgres://{user}@{host}:{s.get('PORT') or 5432}/{s['NAME']}"
+
+
+class Cluster:
+    """Workers and beat sharing one queue; logs under `logdir`."""
+
+    def __init__(self, logdir: Path, **env: str):
+        self.queue = f"test-{uuid.uuid4().hex[:10]}"
+        self.logdir = logdir
+        self.env = {
+            **os.environ,
+            "DATABASE_URL": test_database_url(),
+            "CELERY_BROKER_URL": BROKER_URL,
+            "AGENT_QUEUE": self.queue,
+            "DJANGO_SETTINGS_MODULE": "supportagent.settings",
+            **env,
+        }
+        self.procs: list[subprocess.Popen] = []
+        self.workers: dict[str, subprocess.Popen] = {}
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+        log = open(self.logdir / f"{name}.log", "ab")
+        proc = subprocess.Popen([CELERY, "-A", "supportagent", *args], cwd=ROOT, env=self.env,
+                                stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append(proc)
+        return proc
+
+    def worker(self, concurrency: int = 8) -> subprocess.Popen:
+        name = f"w{len(self.procs)}-{self.queue}"
+        self.workers[name] = self._spawn(name, [
+            "worker", "--pool", "threads", "--concurrency", str(concurrency), "-Q", self.queue,
+            "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
+            "--loglevel", "WARNING",
+        ])
+        return self.workers[name]
+
+    def wait_ready(self, app, timeout: float = 60) -> None:
+        """Until every live worker answers a ping."""
+        def answered():
+            replies = app.control.ping(timeout=0.5) or []
+            seen = {name.split("@")[0] for reply in replies for name in reply}
+            return seen >= {name for name, proc in self.workers.items() if proc.poll() is None}
+        wait_for(answered, timeout, "the workers to start", every=0.2)
+
+    def beat(self) -> subprocess.Popen:
+        return self._spawn("beat", [
+            "beat", "--schedule", str(self.logdir / "beat-schedule"), "--loglevel", "WARNING",
+        ])
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)
+                proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str, every: float = 0.05):
+    """Poll until `predicate()` is truthy; its value. Fails with `what` after `timeout` seconds."""
+    until = time.monotonic() + timeout
+    while time.monotonic() < until:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
