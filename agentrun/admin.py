@@ -1,0 +1,278 @@
+"""The admin for runs (read-only), the review queue, approvals, reviews and API tokens.
+
+Every button posts to a small view here that goes through agentrun.staff; the
+admin never writes a run, a packet or a review itself.
+"""
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import Case, IntegerField, Value, When
+from django.http import HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+
+from .auth import token_create
+from .dashboard_views import refusal
+from .models import ApiToken, Approval, PacketReview, ReviewPacket, Run
+from .staff import Refused, access_packet, access_run, can, do_answer_approval, do_cancel, do_review
+from .statuses import ACTIVE
+from .timeline import budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+def _post_only(view):
+    def wrapped(request, *args, **kwargs):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def run_url(run_id: int) -> str:
+    return reverse("admin:agentrun_run_change", args=[run_id])
+
+
+def packet_url(packet_id: int) -> str:
+    return reverse("admin:agentrun_reviewpacket_change", args=[packet_id])
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdmin):
+    list_display = ("id", "ticket_link", "status", "detail", "model_name", "requests", "attempts", "created_at",
+                    "packet_state")
+    list_display_links = ("id",)
+    list_filter = ("status", "detail", "model_name", "created_at")
+    list_select_related = ("ticket", "packet")
+    search_fields = ("ticket__ref",)
+    list_per_page = 50
+
+    @admin.display(description="ticket", ordering="ticket__ref")
+    def ticket_link(self, run):
+        return run.ticket.ref
+
+    @admin.display(description="model requests")
+    def requests(self, run):
+        return f"{run.model_requests}/{run.budget.get('max_model_requests', '?')}"
+
+    @admin.display(description="tool attempts")
+    def attempts(self, run):
+        return f"{run.tool_attempts}/{run.budget.get('max_tool_attempts', '?')}"
+
+    @admin.display(description="packet")
+    def packet_state(self, run):
+        packet = packet_of(run)
+        return format_html('<a href="{}">{}</a>', packet_url(packet.pk), packet.review_state) if packet else "—"
+
+    def get_urls(self):
+        view = self.admin_site.admin_view
+        return [
+            path("<int:run_id>/progress/", view(self.progress_view), name="agentrun_run_progress"),
+            path("<int:run_id>/cancel/", view(_post_only(self.cancel_view)), name="agentrun_run_cancel"),
+            path("<int:run_id>/approval/", view(_post_only(self.approval_view)), name="agentrun_run_approval"),
+            *super().get_urls(),
+        ]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        try:
+            run = access_run(user=request.user, run_id=int(object_id))
+        except (Refused, ValueError) as exc:
+            return refusal(request, exc if isinstance(exc, Refused) else Refused("not_found", "No such run.", 404))
+        packet = packet_of(run)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Run {run.pk} on {run.ticket.ref}",
+            "run": run,
+            "packet": packet,
+            "explanation": stop_explanation(run.status, run.detail, run.stop_note),
+            "timeline": run_timeline(run=run),
+            "evidence": evidence_for(ticket_id=run.ticket_id, refs=list(run.evidence_refs)),
+            "bars": budget_bars(run=run),
+            "approvals": list(run.approvals.all()),
+            "requested_by": getattr(getattr(run, "request", None), "requested_by", None),
+            "active": run.is_active,
+            "can_cancel": run.is_active and can(request.user, "agentrun.cancel_run"),
+            "can_approve": run.status == "WAITING_APPROVAL" and can(request.user, "agentrun.answer_approval"),
+        }
+        return TemplateResponse(request, "admin/agentrun/run/detail.html", context)
+
+    def progress_view(self, request, run_id: int):
+        try:
+            run = access_run(user=request.user, run_id=run_id)
+        except Refused as exc:
+            return refusal(request, exc)
+        budget = run.get_budget()
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Investigating {run.ticket.ref}",
+            "run": run,
+            "packet": packet_of(run),
+            "active": run.is_active,
+            "time_left": max(round(run.time_left(), 1), 0.0) if run.is_active else None,
+            "deadline_seconds": budget.deadline_seconds,
+            "max_model_requests": budget.max_model_requests,
+            "max_tool_attempts": budget.max_tool_attempts,
+            "bars": budget_bars(run=run),
+            "explanation": stop_explanation(run.status, run.detail, run.stop_note),
+        }
+        return TemplateResponse(request, "admin/agentrun/run/progress.html", context)
+
+    def cancel_view(self, request, run_id: int):
+        try:
+            run = do_cancel(user=request.user, run_id=run_id)
+        except Refused as exc:
+            messages.error(request, exc.message)
+        else:
+            note = "cancelled" if run.status == "CANCELLED" else "will stop before its next operation"
+            messages.success(request, f"Run {run.pk} {note}.")
+        return HttpResponseRedirect(run_url(run_id))
+
+    def approval_view(self, request, run_id: int):
+        decision = request.POST.get("decision")
+        if decision not in ("grant", "deny"):
+            messages.error(request, "Choose approve or deny.")
+            return HttpResponseRedirect(run_url(run_id))
+        try:
+            run = do_answer_approval(user=request.user, run_id=run_id, grant=decision == "grant")
+        except Refused as exc:
+            messages.error(request, exc.message)
+            return HttpResponseRedirect(run_url(run_id))
+        word = "approved" if decision == "grant" else "denied"
+        messages.success(request, f"Call {word}. Run {run.pk} is now {run.status}.")
+        return HttpResponseRedirect(reverse("admin:agentrun_run_progress", args=[run.pk]))
+
+
+@admin.register(ReviewPacket)
+class ReviewPacketAdmin(ReadOnlyAdmin):
+    """The review queue: pending packets first, oldest first."""
+
+    list_display = ("id", "ticket", "stop_reason", "short_summary", "review_state", "created_at")
+    list_filter = ("review_state", "stop_reason")
+    list_select_related = ("run__ticket",)
+    search_fields = ("run__ticket__ref",)
+    list_per_page = 50
+
+    def get_ordering(self, request):
+        pending_first = Case(When(review_state=ReviewPacket.ReviewState.PENDING, then=Value(0)), default=Value(1),
+                             output_field=IntegerField())
+        return (pending_first.asc(), "created_at", "id")
+
+    @admin.display(description="ticket", ordering="run__ticket__ref")
+    def ticket(self, packet):
+        return packet.run.ticket.ref
+
+    @admin.display(description="summary")
+    def short_summary(self, packet):
+        text = packet.summary or "(no summary: the run did not complete)"
+        return text if len(text) <= 90 else text[:89] + "…"
+
+    def get_urls(self):
+        view = self.admin_site.admin_view
+        return [
+            path("<int:packet_id>/review/", view(_post_only(self.review_view)), name="agentrun_reviewpacket_review"),
+            *super().get_urls(),
+        ]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        try:
+            packet = access_packet(user=request.user, packet_id=int(object_id))
+        except (Refused, ValueError) as exc:
+            return refusal(request, exc if isinstance(exc, Refused) else Refused("not_found", "No such packet.", 404))
+        run = packet.run
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Review packet for {run.ticket.ref} (run {run.pk})",
+            "packet": packet,
+            "run": run,
+            "evidence": evidence_for(ticket_id=run.ticket_id, refs=list(packet.evidence_refs)),
+            "explanation": stop_explanation(packet.stop_reason, packet.detail, packet.stop_note),
+            "reviews": list(packet.reviews.select_related("reviewer")),
+            "can_review": can(request.user, "agentrun.review_packet"),
+            "note": request.GET.get("note", ""),
+        }
+        return TemplateResponse(request, "admin/agentrun/reviewpacket/detail.html", context)
+
+    def review_view(self, request, packet_id: int):
+        decision = {"accept": PacketReview.Decision.ACCEPTED, "reject": PacketReview.Decision.REJECTED}.get(
+            request.POST.get("decision", ""))
+        if decision is None:
+            messages.error(request, "Choose accept or reject.")
+            return HttpResponseRedirect(packet_url(packet_id))
+        try:
+            do_review(user=request.user, packet_id=packet_id, decision=decision, note=request.POST.get("note", ""))
+        except Refused as exc:
+            messages.error(request, exc.message)
+            return HttpResponseRedirect(packet_url(packet_id))
+        messages.success(request, f"Packet {packet_id} {decision}. Nothing was sent to the customer.")
+        return HttpResponseRedirect(reverse("admin:agentrun_reviewpacket_changelist"))
+
+
+@admin.register(PacketReview)
+class PacketReviewAdmin(ReadOnlyAdmin):
+    list_display = ("id", "packet_link", "decision", "reviewer", "created_at", "note")
+    list_filter = ("decision",)
+    list_select_related = ("reviewer", "packet__run__ticket")
+
+    @admin.display(description="packet")
+    def packet_link(self, review):
+        return format_html('<a href="{}">{} (run {})</a>', packet_url(review.packet_id),
+                           review.packet.run.ticket.ref, review.packet.run_id)
+
+
+@admin.register(Approval)
+class ApprovalAdmin(ReadOnlyAdmin):
+    list_display = ("id", "run_link", "tool", "args", "state", "requested_at", "decided_by", "decided_at")
+    list_filter = ("state", "tool")
+    list_select_related = ("run__ticket",)
+
+    @admin.display(description="run")
+    def run_link(self, approval):
+        return format_html('<a href="{}">run {} on {}</a>', run_url(approval.run_id), approval.run_id,
+                           approval.run.ticket.ref)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        approval = Approval.objects.filter(pk=object_id).first() if str(object_id).isdigit() else None
+        if approval is None:
+            return refusal(request, Refused("not_found", "No such approval.", 404))
+        return HttpResponseRedirect(run_url(approval.run_id))
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Each user manages their own tokens; the token text is shown once, at creation."""
+
+    list_display = ("name", "prefix", "user", "created_at", "last_used_at", "revoked_at")
+    fields = ("name",)
+    actions = ["revoke"]
+
+    def get_queryset(self, request):
+        tokens = super().get_queryset(request).select_related("user")
+        return tokens if request.user.is_superuser else tokens.filter(user=request.user)
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        token, raw = token_create(user=request.user, name=obj.name)
+        obj.pk, obj.user, obj.prefix, obj.digest, obj.created_at = token.pk, token.user, token.prefix, token.digest, token.created_at
+        messages.warning(request, f"Your new API token (copy it now, it is not shown again): {raw}")
+
+    @admin.action(description="Revoke selected tokens", permissions=["delete"])
+    def revoke(self, request, queryset):
+        n = queryset.filter(revoked_at=None).update(revoked_at=timezone.now())
+        messages.success(request, f"{n} token(s) revoked.")

@@ -1,0 +1,275 @@
+"""/api/ endpoints for runs, packets and approvals. Each one goes through agentrun.staff."""
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from django.db.models import QuerySet
+from django.utils import timezone
+from ninja import Field, Path, Query, Router, Schema
+from ninja.responses import codes_4xx
+from pydantic import ConfigDict
+
+from .models import PacketReview, ReviewPacket, Run
+from .staff import Refused, access_packet, access_run, access_ticket, do_answer_approval, do_cancel, do_investigate, do_review, require
+from .statuses import Detail, Status
+from .timeline import budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
+
+router = Router(tags=["agent"])
+
+MAX_ID = 2**63 - 1
+SAFE_TEXT = r"^[^\x00]*$"
+REF = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"
+
+
+class ErrorOut(Schema):
+    code: str
+    message: str
+    errors: list[dict[str, Any]] | None = None
+
+
+class RunOut(Schema):
+    id: int
+    ticket: str
+    status: Status
+    detail: Detail | None
+    stop_explanation: str
+    model: str
+    requested_by: str | None
+    created_at: datetime
+    deadline_at: datetime
+    ended_at: datetime | None
+    model_requests: int
+    tool_attempts: int
+    tokens_used: int
+    cost_micros: int
+    budget: dict[str, Any]
+    packet_id: int | None
+
+
+class StepOut(Schema):
+    kind: str
+    seq: int
+    started_at: datetime
+    finished_at: datetime | None
+    latency_ms: int | None
+    outcome: str
+    what: str
+    reserved_tokens: int | None
+    reserved_cost_micros: int | None
+    input_tokens: int | None
+    output_tokens: int | None
+    charged_tokens: int | None
+    charged_cost_micros: int | None
+    evidence: str | None
+    error: str
+
+
+class EvidenceOut(Schema):
+    ref: str
+    tool: str
+    args: dict[str, Any]
+    source_kind: str
+    source: str
+    excerpt: str
+    truncated: bool
+    captured_at: datetime
+
+
+class BarOut(Schema):
+    label: str
+    used: float
+    limit: float
+    percent: int
+
+
+class RunDetailOut(RunOut):
+    pending_call: dict[str, Any] | None
+    timeline: list[StepOut]
+    evidence: list[EvidenceOut]
+    budget_bars: list[BarOut]
+
+
+class RunPage(Schema):
+    items: list[RunOut]
+    count: int
+    limit: int
+    offset: int
+
+
+class ReviewOut(Schema):
+    id: int
+    packet_id: int
+    reviewer: str
+    decision: str
+    note: str
+    created_at: datetime
+
+
+class PacketOut(Schema):
+    id: int
+    run_id: int
+    ticket: str
+    summary: str | None
+    evidence: list[EvidenceOut]
+    attempts: list[dict[str, Any]]
+    open_questions: list[str]
+    stop_reason: Status
+    detail: Detail | None
+    stop_explanation: str
+    budget_spent: dict[str, Any]
+    review_state: str
+    reviews: list[ReviewOut]
+    created_at: datetime
+
+
+class StrictIn(Schema):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ReviewIn(StrictIn):
+    decision: Literal["accept", "reject"]
+    note: str = Field("", max_length=2000, pattern=SAFE_TEXT)
+
+
+class ApprovalIn(StrictIn):
+    decision: Literal["grant", "deny"]
+
+
+class RunFilters(Schema):
+    status: Status | None = None
+    detail: Detail | None = None
+    model: str | None = Field(None, max_length=120, pattern=SAFE_TEXT)
+    ticket: str | None = Field(None, pattern=REF)
+    since: datetime | None = None
+    until: datetime | None = None
+    limit: int = Field(20, ge=1, le=100)
+    offset: int = Field(0, ge=0, le=1_000_000)
+
+
+# --- shapes ----------------------------------------------------------------------
+
+
+def run_out(run: Run) -> dict[str, Any]:
+    packet = packet_of(run)
+    request = getattr(run, "request", None)  # RelatedObjectDoesNotExist is an AttributeError
+    return {
+        "id": run.pk, "ticket": run.ticket.ref, "status": run.status, "detail": run.detail or None,
+        "stop_explanation": stop_explanation(run.status, run.detail, run.stop_note),
+        "model": run.model_name,
+        "requested_by": request.requested_by.get_username() if request and request.requested_by else None,
+        "created_at": run.created_at, "deadline_at": run.deadline_at, "ended_at": run.ended_at,
+        "model_requests": run.model_requests, "tool_attempts": run.tool_attempts,
+        "tokens_used": run.tokens_used, "cost_micros": run.cost_used_micros, "budget": run.budget,
+        "packet_id": packet.pk if packet else None,
+    }
+
+
+def run_detail_out(run: Run) -> dict[str, Any]:
+    return {
+        **run_out(run),
+        "pending_call": run.pending_call,
+        "timeline": [s.as_dict() for s in run_timeline(run=run)],
+        "evidence": [e.as_dict() for e in evidence_for(ticket_id=run.ticket_id, refs=list(run.evidence_refs))],
+        "budget_bars": [b.as_dict() for b in budget_bars(run=run)],
+    }
+
+
+def review_out(review: PacketReview) -> dict[str, Any]:
+    return {"id": review.pk, "packet_id": review.packet_id, "reviewer": review.reviewer.get_username(),
+            "decision": review.decision, "note": review.note, "created_at": review.created_at}
+
+
+def packet_out(packet: ReviewPacket) -> dict[str, Any]:
+    run = packet.run
+    reviews = packet.reviews.select_related("reviewer").order_by("created_at", "id")
+    return {
+        "id": packet.pk, "run_id": run.pk, "ticket": run.ticket.ref, "summary": packet.summary,
+        "evidence": [e.as_dict() for e in evidence_for(ticket_id=run.ticket_id, refs=list(packet.evidence_refs))],
+        "attempts": packet.attempts, "open_questions": packet.open_questions,
+        "stop_reason": packet.stop_reason, "detail": packet.detail or None,
+        "stop_explanation": stop_explanation(packet.stop_reason, packet.detail, packet.stop_note),
+        "budget_spent": packet.budget_spent, "review_state": packet.review_state,
+        "reviews": [review_out(r) for r in reviews], "created_at": packet.created_at,
+    }
+
+
+def runs_filtered(f: RunFilters) -> QuerySet[Run]:
+    runs = Run.objects.select_related("ticket", "packet", "request__requested_by").order_by("-created_at", "-id")
+    if f.status:
+        runs = runs.filter(status=f.status)
+    if f.detail:
+        runs = runs.filter(detail=f.detail)
+    if f.model:
+        runs = runs.filter(model_name=f.model)
+    if f.ticket:
+        runs = runs.filter(ticket__ref=f.ticket)
+    if f.since:
+        runs = runs.filter(created_at__gte=_aware(f.since))
+    if f.until:
+        runs = runs.filter(created_at__lt=_aware(f.until))
+    return runs
+
+
+def _aware(value: datetime) -> datetime:
+    return value if timezone.is_aware(value) else timezone.make_aware(value, UTC)
+
+
+# --- endpoints -------------------------------------------------------------------
+
+IdPath = Path(..., ge=1, le=MAX_ID)
+
+
+@router.post("/tickets/{ref}/investigations", response={202: RunOut, codes_4xx: ErrorOut})
+def start_investigation(request, ref: str = Path(..., pattern=REF)):
+    """Start an investigation of the ticket. A retry with the same `Idempotency-Key` returns the same run."""
+    key = request.headers.get("Idempotency-Key", "")
+    if key and not all(33 <= ord(c) <= 126 for c in key):
+        raise Refused("bad_idempotency_key", "Idempotency-Key must be printable ASCII without spaces.", 400)
+    ticket = access_ticket(user=request.auth, ref=ref)
+    run, _created = do_investigate(user=request.auth, ticket=ticket, via="api", idempotency_key=key)
+    return 202, run_out(access_run(user=request.auth, run_id=run.pk))
+
+
+@router.get("/runs", response={200: RunPage, codes_4xx: ErrorOut})
+def list_runs(request, filters: Query[RunFilters]):
+    """Runs, newest first, filtered and paginated (`limit`, `offset`)."""
+    require(request.auth, "agentrun.view_run")
+    runs = runs_filtered(filters)
+    page = list(runs[filters.offset : filters.offset + filters.limit])
+    return {"items": [run_out(r) for r in page], "count": runs.count(), "limit": filters.limit,
+            "offset": filters.offset}
+
+
+@router.get("/runs/{run_id}", response={200: RunDetailOut, codes_4xx: ErrorOut})
+def get_run(request, run_id: int = IdPath):
+    """A run with its timeline of model requests and tool attempts, its evidence and budget use."""
+    return run_detail_out(access_run(user=request.auth, run_id=run_id))
+
+
+@router.post("/runs/{run_id}/cancel", response={200: RunOut, codes_4xx: ErrorOut})
+def cancel_run(request, run_id: int = IdPath):
+    """Cancel a run (supervisors). A run in the middle of an operation stops before its next one."""
+    do_cancel(user=request.auth, run_id=run_id)
+    return run_out(access_run(user=request.auth, run_id=run_id))
+
+
+@router.post("/runs/{run_id}/approval", response={200: RunOut, codes_4xx: ErrorOut})
+def answer_approval(request, payload: ApprovalIn, run_id: int = IdPath):
+    """Grant or deny the call a run waits on (supervisors). After the deadline it changes nothing."""
+    do_answer_approval(user=request.auth, run_id=run_id, grant=payload.decision == "grant")
+    return run_out(access_run(user=request.auth, run_id=run_id))
+
+
+@router.get("/packets/{packet_id}", response={200: PacketOut, codes_4xx: ErrorOut})
+def get_packet(request, packet_id: int = IdPath):
+    """A review packet with its cited evidence inline and its review history."""
+    return packet_out(access_packet(user=request.auth, packet_id=packet_id))
+
+
+@router.post("/packets/{packet_id}/review", response={201: ReviewOut, codes_4xx: ErrorOut})
+def review_packet(request, payload: ReviewIn, packet_id: int = IdPath):
+    """Accept or reject a packet; a rejection needs a note. Reviews are appended, never edited."""
+    decision = PacketReview.Decision.ACCEPTED if payload.decision == "accept" else PacketReview.Decision.REJECTED
+    review = do_review(user=request.auth, packet_id=packet_id, decision=decision, note=payload.note)
+    return 201, review_out(PacketReview.objects.select_related("reviewer").get(pk=review.pk))

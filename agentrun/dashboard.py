@@ -1,0 +1,237 @@
+"""Outcomes over a period, for supervisors: a fixed handful of aggregate queries, whatever the row count.
+
+Charts are drawn here as inline SVG (no scripts, no CDN); every chart's rows are also a CSV.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+
+from django.db.models import Count, Min, OuterRef, Subquery
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from .models import ModelRequest, ReviewPacket, Run
+from .statuses import TERMINAL, Status
+
+DEFAULT_DAYS = 30
+
+
+class PeriodError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Period:
+    first: date
+    last: date  # inclusive
+
+    @property
+    def since(self) -> datetime:
+        return datetime.combine(self.first, time.min, tzinfo=UTC)
+
+    @property
+    def until(self) -> datetime:
+        return datetime.combine(self.last + timedelta(days=1), time.min, tzinfo=UTC)
+
+
+def period_parse(*, first: str | None, last: str | None, today: date | None = None) -> Period:
+    """`first`..`last` as YYYY-MM-DD (inclusive); by default the last 30 days up to today."""
+    today = today or timezone.now().date()
+    try:
+        end = date.fromisoformat(last) if last else today
+        start = date.fromisoformat(first) if first else end - timedelta(days=DEFAULT_DAYS - 1)
+    except ValueError:
+        raise PeriodError("Dates are written YYYY-MM-DD.") from None
+    if start > end:
+        raise PeriodError("The period's first day is after its last day.")
+    if (end - start).days > 3660:
+        raise PeriodError("Choose a period of at most ten years.")
+    return Period(start, end)
+
+
+@dataclass(frozen=True)
+class ToolRate:
+    tool: str
+    runs_proposing: int
+    no_progress: int
+    invalid_or_forbidden: int
+
+    def rate(self, n: int) -> float:
+        return n / self.runs_proposing if self.runs_proposing else 0.0
+
+
+@dataclass
+class Outcomes:
+    period: Period
+    total_runs: int = 0
+    by_stop_reason: list[tuple[str, int]] = field(default_factory=list)
+    ended: int = 0
+    completed: int = 0
+    packets: int = 0
+    reviewed: int = 0
+    accepted: int = 0
+    medians: dict[str, float] = field(default_factory=dict)
+    total_cost_micros: int = 0
+    tool_rates: list[ToolRate] = field(default_factory=list)
+    review_seconds: list[float] = field(default_factory=list)
+    per_run: list[tuple] = field(default_factory=list)
+
+    @property
+    def completion_rate(self) -> float:
+        return self.completed / self.ended if self.ended else 0.0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.reviewed if self.reviewed else 0.0
+
+    @property
+    def cost_per_accepted_micros(self) -> float | None:
+        return self.total_cost_micros / self.accepted if self.accepted else None
+
+    @property
+    def median_review_seconds(self) -> float | None:
+        return statistics.median(self.review_seconds) if self.review_seconds else None
+
+    def share(self, n: int) -> float:
+        return n / self.total_runs if self.total_runs else 0.0
+
+
+PER_RUN_COLUMNS = ("run", "ticket", "status", "detail", "model_requests", "tool_attempts", "tokens", "cost_micros", "created_at")
+
+
+def outcomes(*, period: Period) -> Outcomes:
+    """Everything the dashboard shows for runs created in `period`."""
+    out = Outcomes(period)
+    runs = Run.objects.filter(created_at__gte=period.since, created_at__lt=period.until)
+    out.per_run = list(runs.order_by("created_at", "id").values_list(
+        "pk", "ticket__ref", "status", "detail", "model_requests", "tool_attempts", "tokens_used",
+        "cost_used_micros", "created_at"))
+    counts = Counter(row[2] for row in out.per_run)
+    out.total_runs = len(out.per_run)
+    out.by_stop_reason = [(s.value, counts[s.value]) for s in Status if counts[s.value]]
+    ended = [row for row in out.per_run if row[2] in TERMINAL]
+    out.ended, out.completed = len(ended), counts[Status.COMPLETED.value]
+    out.total_cost_micros = sum(row[7] for row in out.per_run)
+    for i, name in ((4, "model_requests"), (5, "tool_attempts"), (6, "tokens"), (7, "cost_micros")):
+        out.medians[name] = statistics.median(row[i] for row in ended) if ended else 0
+    _reviews(out, runs)
+    out.tool_rates = _tool_rates(runs)
+    return out
+
+
+def _reviews(out: Outcomes, runs) -> None:
+    packets = ReviewPacket.objects.filter(run__in=runs.values("pk"))
+    states = dict(packets.values_list("review_state").annotate(n=Count("id")).order_by())
+    out.packets = sum(states.values())
+    out.accepted = states.get(ReviewPacket.ReviewState.ACCEPTED, 0)
+    out.reviewed = out.accepted + states.get(ReviewPacket.ReviewState.REJECTED, 0)
+    firsts = packets.annotate(first=Min("reviews__created_at")).filter(first__isnull=False)
+    out.review_seconds = [max((f - c).total_seconds(), 0.0) for c, f in firsts.values_list("created_at", "first")]
+
+
+def _tool_rates(runs) -> list[ToolRate]:
+    """Per tool: runs whose model proposed it, and how many of those ended on it NO_PROGRESS or INVALID_OR_FORBIDDEN.
+
+    The tool a run ended on is the one its last model request proposed.
+    """
+    proposing = dict(
+        ModelRequest.objects.filter(run__in=runs.values("pk"), proposal__startswith="call ")
+        .values_list("proposal").annotate(n=Count("run", distinct=True)).order_by()
+    )
+    last = ModelRequest.objects.filter(run=OuterRef("pk")).order_by("-seq").values("proposal")[:1]
+    ends = Counter(
+        runs.filter(status__in=[Status.NO_PROGRESS, Status.INVALID_OR_FORBIDDEN])
+        .annotate(last=Subquery(last)).values_list("status", "last")
+    )
+    tools = sorted({p.removeprefix("call ") for p in proposing} | {
+        (p or "").removeprefix("call ") for _, p in ends if (p or "").startswith("call ")})
+    return [
+        ToolRate(t, proposing.get(f"call {t}", 0), ends[(Status.NO_PROGRESS.value, f"call {t}")],
+                 ends[(Status.INVALID_OR_FORBIDDEN.value, f"call {t}")])
+        for t in tools
+    ]
+
+
+# --- charts -------------------------------------------------------------------------
+
+
+def bar_chart(rows: list[tuple[str, float, str]], *, title: str, max_value: float | None = None) -> SafeString:
+    """A horizontal bar chart as inline SVG: one (label, value, value text) per bar."""
+    width, label_w, bar_h, gap = 640, 230, 22, 8
+    top = max((v for _, v, _ in rows), default=0) if max_value is None else max_value
+    height = max(len(rows), 1) * (bar_h + gap) + gap
+    bars = format_html_join(
+        "",
+        '<g><text x="{}" y="{}" text-anchor="end" font-size="12">{}</text>'
+        '<rect x="{}" y="{}" width="{}" height="{}" fill="#417690"><title>{}: {}</title></rect>'
+        '<text x="{}" y="{}" font-size="12">{}</text></g>',
+        (
+            (label_w - 6, gap + i * (bar_h + gap) + 15, label,
+             label_w, gap + i * (bar_h + gap), _bar_len(value, top, width - label_w - 90), bar_h, label, text,
+             label_w + _bar_len(value, top, width - label_w - 90) + 6, gap + i * (bar_h + gap) + 15, text)
+            for i, (label, value, text) in enumerate(rows)
+        ),
+    )
+    empty = format_html('<text x="10" y="22" font-size="12">{}</text>', "No runs in this period.") if not rows else ""
+    return format_html(
+        '<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{}" width="{}" height="{}" '
+        'viewBox="0 0 {} {}" class="chart"><title>{}</title>{}{}</svg>',
+        title, width, height, width, height, title, bars, empty,
+    )
+
+
+def _bar_len(value: float, top: float, room: int) -> int:
+    return int(round(room * value / top)) if top > 0 else 0
+
+
+def percent(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def charts(out: Outcomes) -> dict[str, SafeString]:
+    return {
+        "stop-reasons": bar_chart(
+            [(s, n, f"{n} ({percent(out.share(n))})") for s, n in out.by_stop_reason], title="Runs by stop reason"),
+        "rates": bar_chart(
+            [("Completion rate", out.completion_rate, percent(out.completion_rate)),
+             ("Acceptance rate", out.acceptance_rate, percent(out.acceptance_rate))],
+            title="Completion and acceptance", max_value=1),
+        "tool-rates": bar_chart(
+            [row for t in out.tool_rates for row in (
+                (f"{t.tool} · NO_PROGRESS", t.rate(t.no_progress), percent(t.rate(t.no_progress))),
+                (f"{t.tool} · INVALID_OR_FORBIDDEN", t.rate(t.invalid_or_forbidden),
+                 percent(t.rate(t.invalid_or_forbidden))))],
+            title="NO_PROGRESS and INVALID_OR_FORBIDDEN by tool", max_value=1),
+    }
+
+
+def csv_rows(out: Outcomes, chart: str) -> list[tuple] | None:
+    """The rows behind one chart or table, header first; None for an unknown name."""
+    if chart == "stop-reasons":
+        return [("stop_reason", "runs", "share"), *((s, n, round(out.share(n), 4)) for s, n in out.by_stop_reason)]
+    if chart == "rates":
+        return [("measure", "numerator", "denominator", "rate"),
+                ("completion", out.completed, out.ended, round(out.completion_rate, 4)),
+                ("acceptance", out.accepted, out.reviewed, round(out.acceptance_rate, 4))]
+    if chart == "tool-rates":
+        return [("tool", "runs_proposing", "no_progress", "no_progress_rate", "invalid_or_forbidden",
+                 "invalid_or_forbidden_rate"),
+                *((t.tool, t.runs_proposing, t.no_progress, round(t.rate(t.no_progress), 4),
+                   t.invalid_or_forbidden, round(t.rate(t.invalid_or_forbidden), 4)) for t in out.tool_rates)]
+    if chart == "medians":
+        cpa = out.cost_per_accepted_micros
+        return [("measure", "value"), *out.medians.items(), ("total_cost_micros", out.total_cost_micros),
+                ("cost_per_accepted_packet_micros", round(cpa, 1) if cpa is not None else "")]
+    if chart == "review-times":
+        return [("packets_reviewed", "median_seconds_to_first_review"),
+                (len(out.review_seconds), out.median_review_seconds if out.review_seconds else "")]
+    if chart == "runs":
+        return [PER_RUN_COLUMNS, *((*row[:8], row[8].isoformat()) for row in out.per_run)]
+    return None
+
+
+CSV_NAMES = ("stop-reasons", "rates", "tool-rates", "medians", "review-times", "runs")

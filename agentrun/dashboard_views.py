@@ -1,0 +1,76 @@
+"""The outcomes dashboard pages in the admin (supervisors only)."""
+from __future__ import annotations
+
+import csv
+
+from django.contrib import admin, messages
+from django.http import HttpResponse, HttpResponseNotFound
+from django.template.response import TemplateResponse
+
+from .dashboard import CSV_NAMES, PeriodError, charts, csv_rows, outcomes, percent, period_parse
+from .staff import Refused, require
+
+
+def refusal(request, exc: Refused) -> TemplateResponse:
+    """A clear refusal page inside the admin."""
+    context = {**admin.site.each_context(request), "title": "Not allowed", "message": exc.message, "code": exc.code}
+    return TemplateResponse(request, "admin/agentrun/refused.html", context, status=exc.status)
+
+
+def _period(request):
+    try:
+        return period_parse(first=request.GET.get("first"), last=request.GET.get("last")), None
+    except PeriodError as exc:
+        return period_parse(first=None, last=None), str(exc)
+
+
+def dashboard_view(request):
+    try:
+        require(request.user, "agentrun.view_dashboard")
+    except Refused as exc:
+        return refusal(request, exc)
+    period, problem = _period(request)
+    if problem:
+        messages.error(request, f"{problem} Showing the last 30 days instead.")
+    out = outcomes(period=period)
+    query = f"first={period.first.isoformat()}&last={period.last.isoformat()}"
+    context = {
+        **admin.site.each_context(request),
+        "title": "Outcomes",
+        "out": out,
+        "charts": [(name, svg) for name, svg in charts(out).items()],
+        "medians": [
+            ("Median model requests per run", out.medians.get("model_requests", 0)),
+            ("Median tool attempts per run", out.medians.get("tool_attempts", 0)),
+            ("Median tokens per run", out.medians.get("tokens", 0)),
+            ("Median cost per run (micro-dollars)", out.medians.get("cost_micros", 0)),
+            ("Total cost (micro-dollars)", out.total_cost_micros),
+            ("Cost per accepted packet (micro-dollars)",
+             round(out.cost_per_accepted_micros, 1) if out.cost_per_accepted_micros is not None else "no accepted packet"),
+        ],
+        "review_median": out.median_review_seconds,
+        "query": query,
+        "completion": percent(out.completion_rate),
+        "acceptance": percent(out.acceptance_rate),
+        "tool_rows": [(t, percent(t.rate(t.no_progress)), percent(t.rate(t.invalid_or_forbidden)))
+                      for t in out.tool_rates],
+        "stop_rows": [(s, n, percent(out.share(n))) for s, n in out.by_stop_reason],
+    }
+    return TemplateResponse(request, "admin/agentrun/outcomes.html", context)
+
+
+def dashboard_csv(request, chart: str):
+    try:
+        require(request.user, "agentrun.view_dashboard")
+    except Refused as exc:
+        return refusal(request, exc)
+    if chart not in CSV_NAMES:
+        return HttpResponseNotFound(f"No chart named {chart}.", content_type="text/plain")
+    period, problem = _period(request)
+    if problem:
+        return HttpResponse(problem, status=400, content_type="text/plain")
+    rows = csv_rows(outcomes(period=period), chart)
+    response = HttpResponse(content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="{chart}-{period.first}-{period.last}.csv"'
+    csv.writer(response).writerows(rows)
+    return response

@@ -1,0 +1,37 @@
+"""Staff reviews of review packets: an append-only history; the packet itself is never edited.
+
+`ReviewPacket.review_state` mirrors the latest review's decision so the queue can
+sort on it; it is written only here, in the same transaction as the review.
+"""
+from __future__ import annotations
+
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from .models import PacketReview, ReviewPacket
+
+MAX_NOTE = 2000
+
+
+class ReviewError(Exception):
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def packet_review(*, packet_id: int, reviewer: User, decision: str, note: str = "") -> PacketReview:
+    """Record `reviewer`'s decision on a packet. A rejection needs a note saying why."""
+    note = (note or "").strip()
+    if decision not in PacketReview.Decision.values:
+        raise ReviewError("bad_decision", "The decision must be accept or reject.")
+    if decision == PacketReview.Decision.REJECTED and not note:
+        raise ReviewError("note_required", "Say why the packet is rejected: a note is required.")
+    if len(note) > MAX_NOTE:
+        raise ReviewError("note_too_long", f"The note is longer than {MAX_NOTE} characters.")
+    with transaction.atomic():
+        packet = ReviewPacket.objects.select_for_update().filter(pk=packet_id).first()
+        if packet is None:
+            raise ReviewError("not_found", f"There is no review packet {packet_id}.")
+        review = PacketReview.objects.create(packet=packet, reviewer=reviewer, decision=decision, note=note)
+        ReviewPacket.objects.filter(pk=packet.pk).update(review_state=decision)
+    return review

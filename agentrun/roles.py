@@ -1,0 +1,61 @@
+"""The two staff roles and what each may do. `roles_setup` makes the groups match this table."""
+from __future__ import annotations
+
+import secrets
+
+from django.contrib.auth.models import Group, Permission, User
+from django.db import transaction
+
+SUPPORT_STAFF = "Support staff"
+SUPERVISORS = "Supervisors"
+
+_READ = [
+    "tickets.view_ticket", "tickets.view_evidence", "tickets.view_account", "tickets.view_customersession",
+    "tickets.view_document", "tickets.view_documentrevision", "tickets.view_job", "tickets.view_service",
+    "tickets.view_incident",
+    "agentrun.view_run", "agentrun.view_reviewpacket", "agentrun.view_packetreview", "agentrun.view_approval",
+]
+_OWN_TOKENS = ["agentrun.view_apitoken", "agentrun.add_apitoken", "agentrun.delete_apitoken"]
+
+ROLES: dict[str, list[str]] = {
+    SUPPORT_STAFF: [*_READ, *_OWN_TOKENS, "agentrun.start_investigation", "agentrun.review_packet"],
+    SUPERVISORS: [
+        *_READ, *_OWN_TOKENS, "agentrun.start_investigation", "agentrun.review_packet",
+        "agentrun.view_dashboard", "agentrun.answer_approval", "agentrun.cancel_run",
+        "agentrun.change_budget_defaults", "tickets.change_job",
+    ],
+}
+
+DEMO_USERS = {"staff": SUPPORT_STAFF, "supervisor": SUPERVISORS}
+
+
+def _permission(dotted: str) -> Permission:
+    app_label, codename = dotted.split(".", 1)
+    return Permission.objects.get(content_type__app_label=app_label, codename=codename)
+
+
+@transaction.atomic
+def roles_setup() -> dict[str, Group]:
+    """Create the groups (or reset their permissions to the table). Idempotent."""
+    groups = {}
+    for name, perms in ROLES.items():
+        group, _ = Group.objects.get_or_create(name=name)
+        group.permissions.set([_permission(p) for p in perms])
+        groups[name] = group
+    return groups
+
+
+@transaction.atomic
+def demo_users_setup(*, password: str | None = None) -> tuple[str, list[User]]:
+    """Users `staff` and `supervisor` (admin access, one role each) with `password`, or a random one."""
+    password = password or secrets.token_urlsafe(12)
+    groups = roles_setup()
+    users = []
+    for username, role in DEMO_USERS.items():
+        user, _ = User.objects.get_or_create(username=username)
+        user.is_staff, user.is_active = True, True
+        user.set_password(password)
+        user.save()
+        user.groups.set([groups[role]])
+        users.append(user)
+    return password, users

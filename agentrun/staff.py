@@ -1,0 +1,150 @@
+"""What staff may do, checked. `access_*` reads one object if the user may see it;
+`do_*` checks the permission and calls the core service. The admin and the API
+go through here and nowhere else; they never write runs themselves.
+"""
+from __future__ import annotations
+
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+
+from tickets.models import Ticket
+
+from .config import ConfigError
+from .models import PacketReview, ReviewPacket, Run, RunRequest
+from .reviews import ReviewError, packet_review
+from .roles import SUPERVISORS
+from .services import RunError, approval_answer, investigation_start, run_cancel
+from .statuses import ACTIVE
+
+MAX_IDEMPOTENCY_KEY = 200
+
+
+class Refused(Exception):
+    """A staff request not carried out: a machine `code`, a message for people, an HTTP status."""
+
+    def __init__(self, code: str, message: str, status: int = 400):
+        super().__init__(message)
+        self.code, self.message, self.status = code, message, status
+
+
+# what each permission lets one do, for refusal messages
+_WHAT = {
+    "tickets.view_ticket": ("see tickets", "Support staff"),
+    "agentrun.view_run": ("see runs", "Support staff"),
+    "agentrun.view_reviewpacket": ("see review packets", "Support staff"),
+    "agentrun.start_investigation": ("start investigations", "Support staff"),
+    "agentrun.review_packet": ("review packets", "Support staff"),
+    "agentrun.cancel_run": ("cancel runs", SUPERVISORS),
+    "agentrun.answer_approval": ("approve or deny calls", SUPERVISORS),
+    "agentrun.view_dashboard": ("see the outcomes dashboard", SUPERVISORS),
+}
+
+
+def require(user: User, perm: str) -> None:
+    """Raise Refused (403) unless `user` holds `perm`."""
+    if user.is_authenticated and user.is_active and user.has_perm(perm):
+        return
+    what, role = _WHAT.get(perm, (perm, SUPERVISORS))
+    raise Refused("forbidden", f"Only {role} may {what}.", 403)
+
+
+def can(user: User, perm: str) -> bool:
+    return bool(user.is_authenticated and user.is_active and user.has_perm(perm))
+
+
+# --- reads -------------------------------------------------------------------------
+
+
+def access_ticket(*, user: User, ref: str) -> Ticket:
+    require(user, "tickets.view_ticket")
+    ticket = Ticket.objects.select_related("session", "account").filter(ref=ref).first()
+    if ticket is None:
+        raise Refused("not_found", f"There is no ticket {ref}.", 404)
+    return ticket
+
+
+def access_run(*, user: User, run_id: int) -> Run:
+    require(user, "agentrun.view_run")
+    run = Run.objects.select_related("ticket", "session", "packet", "request__requested_by").filter(pk=run_id).first()
+    if run is None:
+        raise Refused("not_found", f"There is no run {run_id}.", 404)
+    return run
+
+
+def access_packet(*, user: User, packet_id: int) -> ReviewPacket:
+    require(user, "agentrun.view_reviewpacket")
+    packet = ReviewPacket.objects.select_related("run__ticket").filter(pk=packet_id).first()
+    if packet is None:
+        raise Refused("not_found", f"There is no review packet {packet_id}.", 404)
+    return packet
+
+
+# --- writes ------------------------------------------------------------------------
+
+
+def do_investigate(*, user: User, ticket: Ticket, via: str, idempotency_key: str = "") -> tuple[Run, bool]:
+    """Start a run on `ticket` for `user`; returns (run, created).
+
+    The same `idempotency_key` from the same user returns the run it started the first
+    time (and refuses to reuse the key for another ticket). A ticket with a run still
+    going gets no second one.
+    """
+    require(user, "agentrun.start_investigation")
+    if len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
+        raise Refused("bad_idempotency_key", f"Idempotency-Key is longer than {MAX_IDEMPOTENCY_KEY} characters.")
+    if idempotency_key:
+        earlier = _run_for_key(user, idempotency_key, ticket)
+        if earlier is not None:
+            return earlier, False
+    active = ticket.runs.filter(status__in=ACTIVE).order_by("-created_at").first()
+    if active is not None:
+        raise Refused("run_active", f"Run {active.pk} on {ticket.ref} is still {active.status}; wait for it to end.", 409)
+    try:
+        with transaction.atomic():
+            run = investigation_start(ticket=ticket)
+            RunRequest.objects.create(run=run, requested_by=user, via=via, idempotency_key=idempotency_key)
+    except IntegrityError:  # the same key, sent twice at once: the other request won
+        earlier = _run_for_key(user, idempotency_key, ticket) if idempotency_key else None
+        if earlier is None:
+            raise
+        return earlier, False
+    except (RunError, ConfigError) as exc:
+        raise Refused(getattr(exc, "code", "config_error"), str(exc), 400) from None
+    return Run.objects.get(pk=run.pk), True
+
+
+def _run_for_key(user: User, key: str, ticket: Ticket) -> Run | None:
+    request = RunRequest.objects.select_related("run").filter(requested_by=user, idempotency_key=key).first()
+    if request is None:
+        return None
+    if request.run.ticket_id != ticket.pk:
+        raise Refused("idempotency_key_reused", "This Idempotency-Key was already used for another ticket.", 409)
+    return request.run
+
+
+def do_cancel(*, user: User, run_id: int) -> Run:
+    require(user, "agentrun.cancel_run")
+    if not access_run(user=user, run_id=run_id).is_active:
+        raise Refused("run_ended", f"Run {run_id} has already ended; there is nothing to cancel.", 409)
+    run = run_cancel(run_id=run_id)
+    return Run.objects.get(pk=run.pk)
+
+
+def do_answer_approval(*, user: User, run_id: int, grant: bool) -> Run:
+    """A supervisor's answer to the call a run waits on (used once; after the deadline it changes nothing)."""
+    require(user, "agentrun.answer_approval")
+    access_run(user=user, run_id=run_id)
+    try:
+        run = approval_answer(run_id=run_id, grant=grant, decided_by=user.get_username())
+    except RunError as exc:
+        raise Refused(exc.code, str(exc), 409) from None
+    return Run.objects.get(pk=run.pk)
+
+
+def do_review(*, user: User, packet_id: int, decision: str, note: str = "") -> PacketReview:
+    require(user, "agentrun.review_packet")
+    access_packet(user=user, packet_id=packet_id)
+    try:
+        return packet_review(packet_id=packet_id, reviewer=user, decision=decision, note=note)
+    except ReviewError as exc:
+        raise Refused(exc.code, str(exc), 404 if exc.code == "not_found" else 400) from None

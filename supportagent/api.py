@@ -1,0 +1,97 @@
+"""The JSON API: one NinjaAPI, one router per app, every error a JSON body with a code and a message."""
+from __future__ import annotations
+
+import json
+import logging
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.security import SessionAuth
+
+from agentrun.api import router as agentrun_router
+from agentrun.auth import BearerToken
+from agentrun.staff import Refused
+
+log = logging.getLogger("agentrun")
+
+MAX_BODY_BYTES = 64 * 1024
+
+
+def _check_size(request) -> None:
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        raise Refused("bad_request", "Content-Length is not a number.", 400) from None
+    if length > MAX_BODY_BYTES:
+        raise Refused("body_too_large", f"The request body is larger than {MAX_BODY_BYTES} bytes.", 413)
+
+
+class Bearer(BearerToken):
+    def __call__(self, request):
+        _check_size(request)
+        return super().__call__(request)
+
+
+class Session(SessionAuth):
+    """The admin's own session cookie (with Django's CSRF check on writes)."""
+
+    def __call__(self, request):
+        _check_size(request)
+        return super().__call__(request)
+
+
+api = NinjaAPI(
+    title="supportagent",
+    description="Investigations, runs, review packets and approvals for staff scripts. "
+    "Send `Authorization: Bearer <token>` (create one with `manage.py create_api_token USER`).",
+    urls_namespace="api",
+    auth=[Bearer(), Session()],
+)
+api.add_router("/", agentrun_router)
+
+
+def error(request, status: int, code: str, message: str, **extra):
+    return api.create_response(request, {"code": code, "message": message, **extra}, status=status)
+
+
+@api.exception_handler(Refused)
+def _refused(request, exc: Refused):
+    return error(request, exc.status, exc.code, exc.message)
+
+
+@api.exception_handler(ValidationError)
+def _invalid(request, exc: ValidationError):
+    errors = [{"loc": list(e.get("loc", [])), "msg": str(e.get("msg", ""))} for e in exc.errors]
+    where = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors[:5])
+    return error(request, 422, "invalid_input", f"The request is not valid: {where}", errors=errors)
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthenticated(request, exc):
+    return error(request, 401, "unauthenticated", "Send a valid API token (Authorization: Bearer …) or log in.")
+
+
+@api.exception_handler(HttpError)
+def _http_error(request, exc: HttpError):
+    if isinstance(exc.__cause__, (json.JSONDecodeError, UnicodeDecodeError)):
+        return error(request, 400, "malformed_json", "The request body is not valid JSON.")
+    codes = {400: "bad_request", 403: "forbidden", 404: "not_found", 405: "method_not_allowed", 429: "throttled"}
+    return error(request, exc.status_code, codes.get(exc.status_code, "error"), str(exc))
+
+
+@api.exception_handler(Http404)
+def _not_found(request, exc):
+    return error(request, 404, "not_found", "Not found.")
+
+
+@api.exception_handler(RequestDataTooBig)
+def _too_big(request, exc):
+    return error(request, 413, "body_too_large", "The request body is too large.")
+
+
+@api.exception_handler(Exception)
+def _unexpected(request, exc: Exception):
+    log.exception("API error on %s %s", request.method, request.path)
+    return error(request, 500, "internal_error", "Something went wrong on our side.")

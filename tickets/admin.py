@@ -1,0 +1,158 @@
+"""The admin for tickets and what the agent reads. Staff start investigations from the ticket page."""
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import OuterRef, Subquery
+from django.http import HttpResponseNotAllowed, HttpResponseRedirect
+from django.urls import path, reverse
+
+from agentrun.models import ReviewPacket, Run
+from agentrun.staff import Refused, can, do_investigate
+
+from .models import (
+    Account,
+    CustomerSession,
+    CustomerUser,
+    Document,
+    DocumentRevision,
+    Evidence,
+    Incident,
+    Job,
+    Service,
+    Ticket,
+)
+
+
+def _progress_url(run_id: int) -> str:
+    return reverse("admin:agentrun_run_progress", args=[run_id])
+
+
+@admin.register(Ticket)
+class TicketAdmin(admin.ModelAdmin):
+    list_display = ("ref", "subject", "account", "latest_run_status", "packet_state", "created_at")
+    list_select_related = ("account",)
+    search_fields = ("ref", "subject")
+    readonly_fields = ("evidence_count",)
+    actions = ["investigate_selected"]
+    change_form_template = "admin/tickets/ticket/change_form.html"
+
+    def get_queryset(self, request):
+        latest = Run.objects.filter(ticket=OuterRef("pk")).order_by("-created_at", "-id")
+        packet = ReviewPacket.objects.filter(run=Subquery(latest.values("pk")[:1])).values("review_state")[:1]
+        return super().get_queryset(request).annotate(
+            latest_status=Subquery(latest.values("status")[:1]), latest_packet_state=Subquery(packet)
+        )
+
+    @admin.display(description="latest run", ordering="latest_status")
+    def latest_run_status(self, ticket):
+        return ticket.latest_status or "never investigated"
+
+    @admin.display(description="packet", ordering="latest_packet_state")
+    def packet_state(self, ticket):
+        return ticket.latest_packet_state or "—"
+
+    def has_investigate_permission(self, request):
+        return can(request.user, "agentrun.start_investigation")
+
+    def get_urls(self):
+        view = self.admin_site.admin_view(self.investigate_view)
+        return [path("<int:ticket_id>/investigate/", view, name="tickets_ticket_investigate"), *super().get_urls()]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra = dict(extra_context or {})
+        ticket = Ticket.objects.filter(pk=object_id).first() if str(object_id).isdigit() else None
+        if ticket is not None:
+            runs = ticket.runs.select_related("packet").order_by("-created_at", "-id")[:10]
+            extra.update(runs=runs, can_investigate=can(request.user, "agentrun.start_investigation"),
+                         investigate_url=reverse("admin:tickets_ticket_investigate", args=[ticket.pk]))
+        return super().change_view(request, object_id, form_url, extra_context=extra)
+
+    def investigate_view(self, request, ticket_id: int):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        ticket = Ticket.objects.filter(pk=ticket_id).first()
+        can_view = self.has_view_permission(request)
+        back = reverse("admin:tickets_ticket_change", args=[ticket_id]) if can_view else reverse("admin:index")
+        if ticket is None:
+            messages.error(request, f"There is no ticket {ticket_id}.")
+            return HttpResponseRedirect(reverse("admin:tickets_ticket_changelist"))
+        try:
+            run, _ = do_investigate(user=request.user, ticket=ticket, via="admin")
+        except Refused as exc:
+            messages.error(request, exc.message)
+            return HttpResponseRedirect(back)
+        messages.success(request, f"Investigation of {ticket.ref} started (run {run.pk}).")
+        return HttpResponseRedirect(_progress_url(run.pk))
+
+    @admin.action(description="Investigate selected tickets", permissions=["investigate"])
+    def investigate_selected(self, request, queryset):
+        started = []
+        for ticket in queryset.order_by("ref"):
+            try:
+                run, _ = do_investigate(user=request.user, ticket=ticket, via="admin")
+            except Refused as exc:
+                messages.error(request, f"{ticket.ref}: {exc.message}")
+            else:
+                started.append(run)
+        if started:
+            messages.success(request, "Started: " + ", ".join(f"{r.ticket.ref} (run {r.pk})" for r in started))
+        if len(started) == 1:
+            return HttpResponseRedirect(_progress_url(started[0].pk))
+        return None
+
+
+@admin.register(Evidence)
+class EvidenceAdmin(admin.ModelAdmin):
+    list_display = ("ticket", "ref_label", "tool", "source_ref", "truncated", "captured_at")
+    list_select_related = ("ticket",)
+    list_filter = ("tool",)
+    search_fields = ("ticket__ref", "source_ref")
+
+    @admin.display(description="ref", ordering="number")
+    def ref_label(self, evidence):
+        return evidence.ref
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class RevisionInline(admin.TabularInline):
+    model = DocumentRevision
+    extra = 0
+
+
+@admin.register(Document)
+class DocumentAdmin(admin.ModelAdmin):
+    list_display = ("code", "title", "public")
+    inlines = [RevisionInline]
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    """Supervisors may mark a job sensitive: lookups of it then wait for a supervisor's approval."""
+
+    list_display = ("ref", "account", "kind", "status", "error_code", "sensitive")
+    list_select_related = ("account",)
+    list_filter = ("sensitive", "status")
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in Job._meta.fields if f.name not in ("id", "sensitive")] if obj else []
+
+
+class IncidentInline(admin.TabularInline):
+    model = Incident
+    extra = 0
+
+
+@admin.register(Service)
+class ServiceAdmin(admin.ModelAdmin):
+    list_display = ("name", "status")
+    inlines = [IncidentInline]
+
+
+admin.site.register(Account, list_display=("code", "name", "workspace"))
+admin.site.register(CustomerUser, list_display=("email", "account", "role"))
+admin.site.register(CustomerSession, list_display=("ref", "account", "user", "verified"))
