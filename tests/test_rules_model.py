@@ -1,0 +1,69 @@
+"""The default rules model investigates T-1001 end to end (issue 2, README demo)."""
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from agentrun.models import Run
+from agentrun.services import investigation_start
+from tickets.models import Evidence
+
+pytestmark = pytest.mark.usefixtures("settle")
+
+
+def investigate(*args) -> str:
+    out = StringIO()
+    call_command("investigate", "T-1001", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_investigate_json_completes_t1001_citing_the_job_and_the_doc(ticket_t1001):
+    report = json.loads(investigate("--json"))
+    assert (report["status"], report["detail"], report["model"]) == ("COMPLETED", None, "rules")
+    assert [(d["tool"], d["args"], d["outcome"], d["evidence"]) for d in report["dispatched"]] == [
+        ("read_job_status", {"job_id": "J-42"}, "ok", "E1"),
+        ("search_docs", {"query": "export_role_required", "max_results": 3}, "ok", "E2"),
+    ]
+    packet = report["packet"]
+    assert packet["stop_reason"] == "COMPLETED"
+    assert packet["evidence"] == ["E1", "E2"]
+    assert "[E1]" in packet["summary"] and "[E2]" in packet["summary"]
+    assert "EXPORT_ROLE_REQUIRED" in packet["summary"] and "DOC-EXPORT-7" in packet["summary"]
+    assert "not a language model" in packet["summary"]
+    assert report["tokens"] == {"reserved": 0, "used": 0} and report["cost_micros"] == 0
+
+
+def test_rules_packet_asks_about_the_role_at_failure_time_and_the_rename(ticket_t1001):
+    questions = json.loads(investigate("--json"))["packet"]["open_questions"]
+    role = [q for q in questions if "role" in q.casefold() and "J-42" in q]
+    rename = [q for q in questions if "rename" in q.casefold()]
+    assert role and rename
+    assert "2026-09-14T10:02:00Z" in role[0]  # the failure time, since only the current role is known
+
+
+def test_investigate_prints_a_readable_packet(ticket_t1001):
+    text = investigate()
+    assert "Stop reason: COMPLETED" in text
+    assert "E1: read_job_status" in text and "E2: search_docs" in text
+    assert "Nothing was sent to the customer" in text
+
+
+def test_investigation_start_completes_t1001(ticket_t1001):
+    run = investigation_start(ticket=ticket_t1001)
+    run.refresh_from_db()
+    assert run.status == "COMPLETED"
+    assert run.packet.evidence_refs == ["E1", "E2"]
+    assert len(run.packet.open_questions) == 2
+
+
+def test_a_second_investigation_reuses_the_tickets_evidence(ticket_t1001):
+    first = json.loads(investigate("--json"))
+    second = json.loads(investigate("--json"))
+    assert first["evidence"] == second["evidence"] == ["E1", "E2"]
+    assert second["status"] == "COMPLETED"
+    assert Evidence.objects.filter(ticket=ticket_t1001).count() == 2
+    assert Run.objects.filter(ticket=ticket_t1001).count() == 2
+
