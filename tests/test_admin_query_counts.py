@@ -1,0 +1,32 @@
+"""Query counts of the run list, the review queue, the ticket list and the dashboard do not grow with rows."""
+import pytest
+from django.urls import reverse
+
+from tests.staffkit import *  # noqa: F401,F403
+from tests.staffkit import make_runs
+
+PAGES = [
+    ("run list", lambda: reverse("admin:agentrun_run_changelist"), 8),
+    ("review queue", lambda: reverse("admin:agentrun_reviewpacket_changelist"), 7),
+    ("ticket list", lambda: reverse("admin:tickets_ticket_changelist"), 7),
+    ("approvals", lambda: reverse("admin:agentrun_approval_changelist"), 8),
+    ("review history", lambda: reverse("admin:agentrun_packetreview_changelist"), 7),
+    ("dashboard", lambda: reverse("outcomes"), 9),
+    ("api run list", lambda: "/api/runs?limit=100", 6),
+]
+
+
+@pytest.mark.parametrize("rows", [10, 500])
+@pytest.mark.parametrize("name,url,bound", PAGES, ids=[p[0] for p in PAGES])
+def test_page_queries_stay_bounded(supervisor_client, supervisor_user, demo, django_assert_max_num_queries,
+                                   rows, name, url, bound):
+    from agentrun.reviews import packet_review
+
+    runs = make_runs(rows)
+    for run in runs[: rows // 2]:
+        packet_review(packet_id=run.packet.pk, reviewer=supervisor_user, decision="accepted")
+    target = url()
+    supervisor_client.get(target)  # warm the session and content-type caches
+    with django_assert_max_num_queries(bound):
+        response = supervisor_client.get(target)
+    assert response.status_code == 200

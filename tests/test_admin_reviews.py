@@ -1,0 +1,106 @@
+"""The review queue: pending first, oldest first; accept or reject with a note; append-only history."""
+import pytest
+from django.urls import reverse
+
+from agentrun.models import ApiToken, PacketReview, ReviewPacket
+from agentrun.reviews import packet_review
+from tests.staffkit import *  # noqa: F401,F403
+from tests.staffkit import make_runs
+
+
+def _queue_ids(client) -> list[int]:
+    response = client.get(reverse("admin:agentrun_reviewpacket_changelist"))
+    return [p.pk for p in response.context["cl"].result_list]
+
+
+def test_queue_lists_pending_packets_first_oldest_first(staff_client, staff_user, demo):
+    runs = make_runs(4)  # packets created now, now-1s, now-2s, now-3s
+    packets = [r.packet for r in runs]
+    packet_review(packet_id=packets[3].pk, reviewer=staff_user, decision="accepted")  # the oldest is reviewed
+    assert _queue_ids(staff_client) == [packets[2].pk, packets[1].pk, packets[0].pk, packets[3].pk]
+
+
+def test_packet_page_shows_summary_evidence_attempts_questions_and_stop_reason(staff_user, ticket_t1001):
+    from tests.staffkit import client_for
+
+    client = client_for(staff_user)
+    client.post(reverse("admin:tickets_ticket_investigate", args=[ticket_t1001.pk]))
+    packet = ReviewPacket.objects.get()
+    page = client.get(reverse("admin:agentrun_reviewpacket_change", args=[packet.pk])).content.decode()
+    assert packet.summary[:40] in page
+    assert 'id="evidence-E1"' in page and 'id="evidence-E2"' in page
+    assert "EXPORT_ROLE_REQUIRED" in page  # the excerpts are inline
+    assert page.count("<tr><td>", page.index('id="attempts"')) >= 2
+    assert 'id="open-questions"' in page and "Stop reason: COMPLETED" in page
+    assert "Nothing was sent to the customer" in page
+
+
+def test_accepting_appends_a_review_and_updates_the_queue_state(staff_client, staff_user, demo):
+    packet = make_runs(1)[0].packet
+    url = reverse("admin:agentrun_reviewpacket_review", args=[packet.pk])
+    response = staff_client.post(url, {"decision": "accept", "note": ""}, follow=True)
+    assert f"Packet {packet.pk} accepted. Nothing was sent to the customer." in response.content.decode()
+    review = PacketReview.objects.get()
+    assert (review.reviewer, review.decision, review.note) == (staff_user, "accepted", "")
+    packet.refresh_from_db()
+    assert packet.review_state == "accepted" and packet.summary == "s"
+
+
+def test_rejecting_needs_a_note(staff_client, demo):
+    packet = make_runs(1)[0].packet
+    url = reverse("admin:agentrun_reviewpacket_review", args=[packet.pk])
+    page = staff_client.post(url, {"decision": "reject", "note": "   "}, follow=True).content.decode()
+    assert "a note is required" in page
+    assert PacketReview.objects.count() == 0
+    staff_client.post(url, {"decision": "reject", "note": "Wrong job: the customer means J-41."})
+    packet.refresh_from_db()
+    assert packet.review_state == "rejected"
+    assert PacketReview.objects.get().note == "Wrong job: the customer means J-41."
+
+
+def test_reviews_are_history_never_edited(staff_user, supervisor_user, demo):
+    packet = make_runs(1)[0].packet
+    first = packet_review(packet_id=packet.pk, reviewer=staff_user, decision="rejected", note="too vague")
+    packet_review(packet_id=packet.pk, reviewer=supervisor_user, decision="accepted", note="fine after all")
+    assert list(PacketReview.objects.filter(packet=packet).values_list("decision", flat=True)) == ["rejected", "accepted"]
+    first.note = "rewritten"
+    with pytest.raises(ValueError):
+        first.save()
+    with pytest.raises(ValueError):
+        first.delete()
+    assert PacketReview.objects.get(pk=first.pk).note == "too vague"
+
+
+def test_a_user_without_the_review_permission_is_refused(outsider, demo):
+    from tests.staffkit import client_for
+
+    packet = make_runs(1)[0].packet
+    client = client_for(outsider)
+    response = client.post(reverse("admin:agentrun_reviewpacket_review", args=[packet.pk]), {"decision": "accept"})
+    assert response.status_code == 302
+    assert PacketReview.objects.count() == 0
+    assert client.get(reverse("admin:agentrun_reviewpacket_change", args=[packet.pk])).status_code == 403
+
+
+def test_review_history_page_is_read_only(staff_client, staff_user, demo):
+    packet = make_runs(1)[0].packet
+    review = packet_review(packet_id=packet.pk, reviewer=staff_user, decision="accepted")
+    assert staff_client.get(reverse("admin:agentrun_packetreview_changelist")).status_code == 200
+    assert staff_client.post(reverse("admin:agentrun_packetreview_delete", args=[review.pk]),
+                             {"post": "yes"}).status_code == 403
+    assert PacketReview.objects.count() == 1
+
+
+def test_api_tokens_are_created_in_the_admin_and_shown_once(staff_client, staff_user, supervisor_user, demo):
+    response = staff_client.post(reverse("admin:agentrun_apitoken_add"), {"name": "my script"}, follow=True)
+    token = ApiToken.objects.get()
+    shown = [str(m) for m in response.context["messages"]]
+    raw = next(m.split(": ", 1)[1] for m in shown if "API token" in m)
+    assert token.user == staff_user and raw.startswith(token.prefix) and raw not in token.digest
+    api = staff_client.get("/api/runs", HTTP_AUTHORIZATION=f"Bearer {raw}")
+    assert api.status_code == 200
+    # each user sees only their own tokens
+    from tests.staffkit import client_for
+
+    other = client_for(supervisor_user).get(reverse("admin:agentrun_apitoken_changelist")).content.decode()
+    assert "my script" not in other

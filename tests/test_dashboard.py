@@ -1,0 +1,91 @@
+"""The outcomes dashboard: the numbers, the server-drawn charts, the CSV exports, and who may see them."""
+import csv
+import io
+from datetime import date, timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from agentrun.dashboard import PeriodError, outcomes, period_parse
+from agentrun.reviews import packet_review
+from tests.staffkit import *  # noqa: F401,F403
+from tests.staffkit import make_runs
+
+
+@pytest.fixture
+def five_runs(demo, supervisor_user):
+    """One run per ending: COMPLETED, NEEDS_HELP, NO_PROGRESS, INVALID_OR_FORBIDDEN, TOOL_LIMIT."""
+    runs = make_runs(5)
+    packet_review(packet_id=runs[0].packet.pk, reviewer=supervisor_user, decision="accepted")
+    packet_review(packet_id=runs[1].packet.pk, reviewer=supervisor_user, decision="rejected", note="no")
+    return runs
+
+
+def test_outcomes_numbers(five_runs):
+    out = outcomes(period=period_parse(first=None, last=None))
+    assert out.total_runs == 5
+    assert dict(out.by_stop_reason) == {"COMPLETED": 1, "NEEDS_HELP": 1, "NO_PROGRESS": 1,
+                                        "INVALID_OR_FORBIDDEN": 1, "TOOL_LIMIT": 1}
+    assert out.completion_rate == 0.2 and out.acceptance_rate == 0.5
+    assert out.medians == {"model_requests": 2, "tool_attempts": 2, "tokens": 1002, "cost_micros": 20}
+    assert out.total_cost_micros == 100 and out.cost_per_accepted_micros == 100
+    [rate] = out.tool_rates
+    assert (rate.tool, rate.runs_proposing, rate.no_progress, rate.invalid_or_forbidden) == ("read_job_status", 5, 1, 1)
+    assert len(out.review_seconds) == 2 and out.median_review_seconds >= 0
+
+
+def test_period_excludes_runs_outside_it(five_runs):
+    last_year = timezone.now().date() - timedelta(days=365)
+    out = outcomes(period=period_parse(first=(last_year - timedelta(days=3)).isoformat(), last=last_year.isoformat()))
+    assert out.total_runs == 0 and out.by_stop_reason == [] and out.completion_rate == 0
+
+
+@pytest.mark.parametrize("first,last", [("2026-13-01", None), ("2026-05-02", "2026-05-01"), ("x", "y")])
+def test_bad_periods_are_refused(first, last):
+    with pytest.raises(PeriodError):
+        period_parse(first=first, last=last, today=date(2026, 12, 1))
+
+
+def test_dashboard_page_draws_inline_svg_charts_with_no_external_assets(supervisor_client, five_runs):
+    page = supervisor_client.get(reverse("outcomes")).content.decode()
+    assert page.count('class="chart"') == 3
+    assert 'aria-label="Runs by stop reason"' in page and "NO_PROGRESS" in page
+    assert 'id="completion-rate">20%' in page and 'id="acceptance-rate">50%' in page
+    assert "read_job_status · INVALID_OR_FORBIDDEN" in page
+    assert "<script src=\"http" not in page and "cdn" not in page.lower()
+
+
+def test_every_chart_has_a_csv_export(supervisor_client, five_runs):
+    today = timezone.now().date().isoformat()
+    for name in ("stop-reasons", "rates", "tool-rates", "medians", "review-times", "runs"):
+        response = supervisor_client.get(reverse("outcomes-csv", args=[name]) + f"?first={today}&last={today}")
+        assert response.status_code == 200 and response["Content-Type"] == "text/csv"
+        rows = list(csv.reader(io.StringIO(response.content.decode())))
+        assert len(rows) >= 2
+    stop = supervisor_client.get(reverse("outcomes-csv", args=["stop-reasons"])).content.decode()
+    assert "COMPLETED,1,0.2" in stop
+    runs = list(csv.reader(io.StringIO(supervisor_client.get(reverse("outcomes-csv", args=["runs"])).content.decode())))
+    assert len(runs) == 6
+
+
+def test_unknown_chart_and_bad_period_in_csv_are_4xx(supervisor_client, five_runs):
+    assert supervisor_client.get(reverse("outcomes-csv", args=["nope"])).status_code == 404
+    assert supervisor_client.get(reverse("outcomes-csv", args=["runs"]) + "?first=nope").status_code == 400
+
+
+def test_bad_period_on_the_page_says_so_and_shows_the_default(supervisor_client, five_runs):
+    page = supervisor_client.get(reverse("outcomes") + "?first=2026-99-99").content.decode()
+    assert "Dates are written YYYY-MM-DD." in page and 'id="total-runs">5<' in page
+
+
+def test_support_staff_cannot_open_the_dashboard_or_its_exports(staff_client, five_runs):
+    response = staff_client.get(reverse("outcomes"))
+    assert response.status_code == 403
+    assert "Only Supervisors may see the outcomes dashboard." in response.content.decode()
+    assert staff_client.get(reverse("outcomes-csv", args=["runs"])).status_code == 403
+
+
+def test_admin_index_links_the_dashboard_for_supervisors_only(staff_client, supervisor_client, demo):
+    assert reverse("outcomes") in supervisor_client.get(reverse("admin:index")).content.decode()
+    assert reverse("outcomes") not in staff_client.get(reverse("admin:index")).content.decode()
