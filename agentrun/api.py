@@ -7,6 +7,7 @@ from typing import Any, Literal
 from django.db.models import QuerySet
 from django.utils import timezone
 from ninja import Field, Path, Query, Router, Schema
+from ninja import Status as Reply
 from ninja.responses import codes_4xx
 from pydantic import ConfigDict
 
@@ -228,7 +229,7 @@ def start_investigation(request, ref: str = Path(..., pattern=REF)):
         raise Refused("bad_idempotency_key", "Idempotency-Key must be printable ASCII without spaces.", 400)
     ticket = access_ticket(user=request.auth, ref=ref)
     run, _created = do_investigate(user=request.auth, ticket=ticket, via="api", idempotency_key=key)
-    return 202, run_out(access_run(user=request.auth, run_id=run.pk))
+    return Reply(202, run_out(access_run(user=request.auth, run_id=run.pk)))
 
 
 @router.get("/runs", response={200: RunPage, codes_4xx: ErrorOut})
@@ -272,4 +273,4 @@ def review_packet(request, payload: ReviewIn, packet_id: int = IdPath):
     """Accept or reject a packet; a rejection needs a note. Reviews are appended, never edited."""
     decision = PacketReview.Decision.ACCEPTED if payload.decision == "accept" else PacketReview.Decision.REJECTED
     review = do_review(user=request.auth, packet_id=packet_id, decision=decision, note=payload.note)
-    return 201, review_out(PacketReview.objects.select_related("reviewer").get(pk=review.pk))
+    return Reply(201, review_out(PacketReview.objects.select_related("reviewer").get(pk=review.pk)))

@@ -1,0 +1,83 @@
+"""GET /api/packets/{id} and POST /api/packets/{id}/review."""
+import json
+
+import pytest
+
+from agentrun.models import PacketReview, ReviewPacket
+from tests.staffkit import *  # noqa: F401,F403
+from tests.staffkit import bearer, make_runs
+
+
+def _error(response, status: int, code: str) -> dict:
+    assert response.status_code == status, response.content
+    body = response.json()
+    assert body["code"] == code and body["message"]
+    return body
+
+
+def _post(client, packet_id, body, auth):
+    data = body if isinstance(body, str) else json.dumps(body)
+    return client.post(f"/api/packets/{packet_id}/review", data, content_type="application/json", **auth)
+
+
+def test_packet_has_its_cited_evidence_inline(client, staff_user, ticket_t1001):
+    auth = bearer(staff_user)
+    packet_id = client.post("/api/tickets/T-1001/investigations", **auth).json()["packet_id"]
+    body = client.get(f"/api/packets/{packet_id}", **auth).json()
+    assert body["ticket"] == "T-1001" and body["stop_reason"] == "COMPLETED" and body["summary"]
+    assert [e["ref"] for e in body["evidence"]] == ["E1", "E2"]
+    assert "EXPORT_ROLE_REQUIRED" in body["evidence"][0]["excerpt"]
+    assert [a["tool"] for a in body["attempts"]] == ["read_job_status", "search_docs"]
+    assert body["review_state"] == "pending" and body["reviews"] == []
+    assert isinstance(body["open_questions"], list) and body["budget_spent"]["model_requests"] == [3, 8]
+
+
+def test_accept_then_reject_are_appended(client, staff_user, supervisor_user, demo):
+    packet = make_runs(1)[0].packet
+    accepted = _post(client, packet.pk, {"decision": "accept"}, bearer(staff_user))
+    assert accepted.status_code == 201 and accepted.json()["decision"] == "accepted"
+    assert accepted.json()["reviewer"] == "staff"
+    rejected = _post(client, packet.pk, {"decision": "reject", "note": "  J-41 was meant  "}, bearer(supervisor_user))
+    assert rejected.status_code == 201 and rejected.json()["note"] == "J-41 was meant"
+    body = client.get(f"/api/packets/{packet.pk}", **bearer(staff_user)).json()
+    assert [r["decision"] for r in body["reviews"]] == ["accepted", "rejected"]
+    assert body["review_state"] == "rejected" and body["summary"] == "s"
+
+
+@pytest.mark.parametrize("body,status,code", [
+    ({"decision": "reject"}, 400, "note_required"),
+    ({"decision": "reject", "note": "   "}, 400, "note_required"),
+    ({"decision": "ok"}, 422, "invalid_input"),
+    ({"decision": "accept", "note": 5}, 422, "invalid_input"),
+    ({"decision": "accept", "note": "x" * 2001}, 422, "invalid_input"),
+    ({"decision": "accept", "note": "nul \u0000 byte"}, 422, "invalid_input"),
+    ({"decision": "accept", "reviewer": "someone"}, 422, "invalid_input"),
+    ('{"decision": ', 400, "malformed_json"),
+    ('"accept"', 422, "invalid_input"),
+])
+def test_bad_reviews_write_nothing(client, staff_user, demo, body, status, code):
+    packet = make_runs(1)[0].packet
+    _error(_post(client, packet.pk, body, bearer(staff_user)), status, code)
+    assert PacketReview.objects.count() == 0
+    assert ReviewPacket.objects.get(pk=packet.pk).review_state == "pending"
+
+
+def test_review_refusals(client, outsider, staff_user, demo):
+    packet = make_runs(1)[0].packet
+    _error(_post(client, packet.pk, {"decision": "accept"}, {}), 401, "unauthenticated")
+    _error(_post(client, packet.pk, {"decision": "accept"}, bearer(outsider)), 403, "forbidden")
+    _error(_post(client, 777777, {"decision": "accept"}, bearer(staff_user)), 404, "not_found")
+    _error(client.get("/api/packets/777777", **bearer(staff_user)), 404, "not_found")
+    _error(client.get(f"/api/packets/{packet.pk}", **bearer(outsider)), 403, "forbidden")
+    huge = json.dumps({"decision": "accept", "note": "x" * 70_000})
+    _error(_post(client, packet.pk, huge, bearer(staff_user)), 413, "body_too_large")
+    assert PacketReview.objects.count() == 0
+
+
+def test_openapi_schema_lists_every_path(client, demo):
+    schema = client.get("/api/openapi.json").json()
+    assert set(schema["paths"]) == {
+        "/api/tickets/{ref}/investigations", "/api/runs", "/api/runs/{run_id}", "/api/runs/{run_id}/cancel",
+        "/api/runs/{run_id}/approval", "/api/packets/{packet_id}", "/api/packets/{packet_id}/review",
+    }
+    assert client.get("/api/docs").status_code == 200
