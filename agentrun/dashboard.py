@@ -161,7 +161,7 @@ def _tool_rates(runs) -> list[ToolRate]:
 
 def bar_chart(rows: list[tuple[str, float, str]], *, title: str, max_value: float | None = None) -> SafeString:
     """A horizontal bar chart as inline SVG: one (label, value, value text) per bar."""
-    width, label_w, bar_h, gap = 640, 230, 22, 8
+    width, label_w, bar_h, gap = 720, 310, 22, 8
     top = max((v for _, v, _ in rows), default=0) if max_value is None else max_value
     height = max(len(rows), 1) * (bar_h + gap) + gap
     bars = format_html_join(
@@ -234,4 +234,9 @@ def csv_rows(out: Outcomes, chart: str) -> list[tuple] | None:
     return None
 
 
+CHART_TITLES = {
+    "stop-reasons": "Runs by stop reason",
+    "rates": "Completion and acceptance",
+    "tool-rates": "NO_PROGRESS and INVALID_OR_FORBIDDEN by tool",
+}
 CSV_NAMES = ("stop-reasons", "rates", "tool-rates", "medians", "review-times", "runs")

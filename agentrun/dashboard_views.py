@@ -7,7 +7,7 @@ from django.contrib import admin, messages
 from django.http import HttpResponse, HttpResponseNotFound
 from django.template.response import TemplateResponse
 
-from .dashboard import CSV_NAMES, PeriodError, charts, csv_rows, outcomes, percent, period_parse
+from .dashboard import CHART_TITLES, CSV_NAMES, PeriodError, charts, csv_rows, outcomes, percent, period_parse
 from .staff import Refused, require
 
 
@@ -38,7 +38,7 @@ def dashboard_view(request):
         **admin.site.each_context(request),
         "title": "Outcomes",
         "out": out,
-        "charts": [(name, svg) for name, svg in charts(out).items()],
+        "charts": [(name, CHART_TITLES[name], svg) for name, svg in charts(out).items()],
         "medians": [
             ("Median model requests per run", out.medians.get("model_requests", 0)),
             ("Median tool attempts per run", out.medians.get("tool_attempts", 0)),
