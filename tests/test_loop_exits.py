@@ -436,3 +436,72 @@ def test_an_approval_answered_after_the_deadline_changes_nothing(play):
     approval_answer(run_id=run.pk, grant=True, decided_by="supervisor", resume=False)
     report = ended(run_report(run_id=run.pk), "DEADLINE")
     assert (report["dispatched"], report["tool_attempts"]) == ([], 0)
+
+
+def test_cancelling_a_queued_run_ends_it_before_anything_is_spent(ticket_t1001):
+    from agentrun.loop import run_advance
+    from agentrun.services import run_start
+
+    run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": [J42, draft("E1")]})
+    run_cancel(run_id=run.pk)
+    run_advance(run.pk)
+    report = ended(run_report(run_id=run.pk), "CANCELLED")
+    assert (report["model_requests"], report["tool_attempts"]) == (0, 0)
+
+
+def test_a_run_cancelled_during_a_dispatch_stops_before_its_next_request(ticket_t1001):
+    from agentrun.dispatch import Dispatcher
+    from agentrun.loop import run_advance
+    from agentrun.services import run_start
+
+    class CancelWhileDispatching(Dispatcher):
+        def dispatch(self, tool, scope, args, index):
+            run_cancel(run_id=run.pk)
+            return super().dispatch(tool, scope, args, index)
+
+    run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": [J42, DOCS, draft("E1")]})
+    run_advance(run.pk, dispatcher=CancelWhileDispatching())
+    report = ended(run_report(run_id=run.pk), "CANCELLED")
+    assert dispatched(report) == [("read_job_status", {"job_id": "J-42"}, "ok")]
+    assert (report["model_requests"], report["evidence"], report["packet"]["evidence"]) == (1, ["E1"], ["E1"])
+
+
+def test_nothing_the_model_says_raises_a_budget(play):
+    generous = {**J42, "budget": {"max_tool_attempts": 99}, "max_tool_attempts": 99}
+    report = ended(play([generous, DOCS], budget={"max_tool_attempts": 1}), "TOOL_LIMIT")
+    assert Run.objects.get(pk=report["run"]).budget["max_tool_attempts"] == 1
+
+
+def test_a_document_telling_the_agent_to_misbehave_is_just_evidence(play):
+    note = {"call": {"tool": "search_docs", "args": {"query": "troubleshooting notes delete_workspace"}}}
+    obey = {"call": {"tool": "delete_workspace", "args": {}}}
+    report = play([note, obey])
+    ended(report, "INVALID_OR_FORBIDDEN", "unknown_tool")
+    assert report["evidence"] == ["E1"]
+
+
+def test_forbidden_comes_before_asking_for_approval(play):
+    report = play([J77], require_approval=["read_job_status"], approval="grant")
+    ended(report, "INVALID_OR_FORBIDDEN", "forbidden")
+    assert not Approval.objects.filter(run_id=report["run"]).exists()
+
+
+def test_a_validation_error_is_shown_to_the_model_in_its_next_request(ticket_t1001):
+    from agentrun.adapters import ReplayAdapter
+    from agentrun.loop import run_advance
+    from agentrun.services import run_start
+
+    class Recorder(ReplayAdapter):
+        def __init__(self, script):
+            super().__init__(script)
+            self.prompts: list[str] = []
+
+        def request(self, spec):
+            self.prompts.append(spec.context.prompt)
+            return super().request(spec)
+
+    script = [J42, draft("E9"), draft("E1")]
+    run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": script})
+    model = Recorder(script)
+    assert run_advance(run.pk, adapter=model).status == "COMPLETED"
+    assert "E9" not in model.prompts[1] and "E9" in model.prompts[2]

@@ -1,0 +1,58 @@
+"""A crash can never make a spent request or a dispatched attempt disappear; resuming never resets counters."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from agentrun.adapters import ModelResponse, TokenUsage
+from agentrun.loop import run_advance
+from agentrun.models import ModelRequest, Run
+from agentrun.selectors import run_report
+from agentrun.services import run_start
+from agentrun.steps import DispatchOp, ModelOp, OpResult, run_begin, run_record
+from agentrun.waiting import Finished
+
+pytestmark = pytest.mark.usefixtures("settle")
+
+J42 = {"call": {"tool": "read_job_status", "args": {"job_id": "J-42"}}}
+DOCS = {"call": {"tool": "search_docs", "args": {"query": "export"}}}
+DRAFT = {"draft": {"summary": "s", "evidence": ["E1"], "open_questions": []}}
+
+
+def worker_dies(run_id: int) -> None:
+    """The worker driving the run is gone: its lease runs out."""
+    Run.objects.filter(pk=run_id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+
+def test_a_request_in_flight_at_a_crash_stays_counted_and_charged(ticket_t1001):
+    run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": [J42, J42, DRAFT]},
+                    resume_from={"model_requests": 1})
+    step = run_begin(run_id=run.pk, owner="worker-that-dies")
+    assert isinstance(step.op, ModelOp)
+    assert Run.objects.get(pk=run.pk).model_requests == 2  # committed before the request was made
+    worker_dies(run.pk)
+    run = run_advance(run.pk)
+    report = run_report(run_id=run.pk)
+    assert report["status"] == "COMPLETED"
+    assert report["model_requests"] == 4
+    assert report["tokens"] == {"reserved": 0, "used": 9000 + 1100}  # nobody knows what the lost one spent
+    outcomes = list(ModelRequest.objects.filter(run=run).order_by("seq").values_list("outcome", flat=True))
+    assert outcomes == ["interrupted", "ok", "ok"]
+
+
+def test_a_dispatch_in_flight_at_a_crash_stays_counted_and_is_reported_interrupted(ticket_t1001):
+    run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": [J42, DOCS, DRAFT]})
+    step = run_begin(run_id=run.pk, owner="worker-that-dies")
+    reply = OpResult(Finished(ModelResponse(J42, TokenUsage(500, 50))), False, timezone.now())
+    step = run_record(run_id=run.pk, owner="worker-that-dies", version=step.version, op=step.op, result=reply)
+    assert isinstance(step.op, DispatchOp)
+    assert Run.objects.get(pk=run.pk).tool_attempts == 1  # committed before the dispatch
+    worker_dies(run.pk)
+    run = run_advance(run.pk)
+    report = run_report(run_id=run.pk)
+    assert report["status"] == "COMPLETED"
+    assert [(d["tool"], d["outcome"]) for d in report["dispatched"]] == [
+        ("read_job_status", "interrupted"), ("search_docs", "ok")]
+    assert (report["tool_attempts"], report["model_requests"]) == (2, 3)
