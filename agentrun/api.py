@@ -17,6 +17,7 @@ from .statuses import Detail, Status
 from .timeline import budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
 
 router = Router(tags=["agent"])
+ERRORS = codes_4xx | frozenset({413, 422})  # ninja's 4xx set leaves out 413 (body too large) and 422 (invalid input)
 
 MAX_ID = 2**63 - 1
 SAFE_TEXT = r"^[^\x00]*$"
@@ -221,7 +222,7 @@ def _aware(value: datetime) -> datetime:
 IdPath = Path(..., ge=1, le=MAX_ID)
 
 
-@router.post("/tickets/{ref}/investigations", response={202: RunOut, codes_4xx: ErrorOut})
+@router.post("/tickets/{ref}/investigations", response={202: RunOut, ERRORS: ErrorOut})
 def start_investigation(request, ref: str = Path(..., pattern=REF)):
     """Start an investigation of the ticket. A retry with the same `Idempotency-Key` returns the same run."""
     key = request.headers.get("Idempotency-Key", "")
@@ -232,7 +233,7 @@ def start_investigation(request, ref: str = Path(..., pattern=REF)):
     return Reply(202, run_out(access_run(user=request.auth, run_id=run.pk)))
 
 
-@router.get("/runs", response={200: RunPage, codes_4xx: ErrorOut})
+@router.get("/runs", response={200: RunPage, ERRORS: ErrorOut})
 def list_runs(request, filters: Query[RunFilters]):
     """Runs, newest first, filtered and paginated (`limit`, `offset`)."""
     require(request.auth, "agentrun.view_run")
@@ -242,33 +243,33 @@ def list_runs(request, filters: Query[RunFilters]):
             "offset": filters.offset}
 
 
-@router.get("/runs/{run_id}", response={200: RunDetailOut, codes_4xx: ErrorOut})
+@router.get("/runs/{run_id}", response={200: RunDetailOut, ERRORS: ErrorOut})
 def get_run(request, run_id: int = IdPath):
     """A run with its timeline of model requests and tool attempts, its evidence and budget use."""
     return run_detail_out(access_run(user=request.auth, run_id=run_id))
 
 
-@router.post("/runs/{run_id}/cancel", response={200: RunOut, codes_4xx: ErrorOut})
+@router.post("/runs/{run_id}/cancel", response={200: RunOut, ERRORS: ErrorOut})
 def cancel_run(request, run_id: int = IdPath):
     """Cancel a run (supervisors). A run in the middle of an operation stops before its next one."""
     do_cancel(user=request.auth, run_id=run_id)
     return run_out(access_run(user=request.auth, run_id=run_id))
 
 
-@router.post("/runs/{run_id}/approval", response={200: RunOut, codes_4xx: ErrorOut})
+@router.post("/runs/{run_id}/approval", response={200: RunOut, ERRORS: ErrorOut})
 def answer_approval(request, payload: ApprovalIn, run_id: int = IdPath):
     """Grant or deny the call a run waits on (supervisors). After the deadline it changes nothing."""
     do_answer_approval(user=request.auth, run_id=run_id, grant=payload.decision == "grant")
     return run_out(access_run(user=request.auth, run_id=run_id))
 
 
-@router.get("/packets/{packet_id}", response={200: PacketOut, codes_4xx: ErrorOut})
+@router.get("/packets/{packet_id}", response={200: PacketOut, ERRORS: ErrorOut})
 def get_packet(request, packet_id: int = IdPath):
     """A review packet with its cited evidence inline and its review history."""
     return packet_out(access_packet(user=request.auth, packet_id=packet_id))
 
 
-@router.post("/packets/{packet_id}/review", response={201: ReviewOut, codes_4xx: ErrorOut})
+@router.post("/packets/{packet_id}/review", response={201: ReviewOut, ERRORS: ErrorOut})
 def review_packet(request, payload: ReviewIn, packet_id: int = IdPath):
     """Accept or reject a packet; a rejection needs a note. Reviews are appended, never edited."""
     decision = PacketReview.Decision.ACCEPTED if payload.decision == "accept" else PacketReview.Decision.REJECTED

@@ -1,11 +1,12 @@
 """The JSON API: one NinjaAPI, one router per app, every error a JSON body with a code and a message."""
 from __future__ import annotations
 
+import functools
 import json
 import logging
 
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import SessionAuth
@@ -95,3 +96,27 @@ def _too_big(request, exc):
 def _unexpected(request, exc: Exception):
     log.exception("API error on %s %s", request.method, request.path)
     return error(request, 500, "internal_error", "Something went wrong on our side.")
+
+
+def _json_not_allowed(view):
+    """Ninja answers a wrong method with a plain-text 405; ours is JSON like every other error."""
+
+    @functools.wraps(view)
+    def wrapped(request, *args, **kwargs):
+        response = view(request, *args, **kwargs)
+        if response.status_code == 405 and "json" not in response.get("Content-Type", ""):
+            allowed = response.get("Allow", "")
+            response = JsonResponse({"code": "method_not_allowed",
+                                     "message": f"{request.method} is not allowed here; use {allowed}."}, status=405)
+            response["Allow"] = allowed
+        return response
+
+    return wrapped
+
+
+def api_urls():
+    """`api.urls`, with JSON 405s."""
+    patterns, app_name, namespace = api.urls
+    for pattern in patterns:
+        pattern.callback = _json_not_allowed(pattern.callback)
+    return patterns, app_name, namespace

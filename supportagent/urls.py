@@ -4,12 +4,12 @@ from django.views.generic import RedirectView
 
 from agentrun.dashboard_views import dashboard_csv, dashboard_view
 
-from .api import api
+from .api import api_urls
 
 urlpatterns = [
     path("admin/outcomes/", admin.site.admin_view(dashboard_view), name="outcomes"),
     path("admin/outcomes/<slug:chart>.csv", admin.site.admin_view(dashboard_csv), name="outcomes-csv"),
     path("admin/", admin.site.urls),
-    path("api/", api.urls),
+    path("api/", api_urls()),
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
 ]

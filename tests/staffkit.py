@@ -15,6 +15,7 @@ from agentrun.auth import token_create
 from agentrun.budgets import Budget
 from agentrun.models import ModelRequest, ReviewPacket, Run, ToolAttempt
 from agentrun.roles import SUPERVISORS, SUPPORT_STAFF, roles_setup
+from agentrun.statuses import TERMINAL
 from tickets.models import Ticket
 
 PASSWORD = "a-long-test-password"
@@ -77,7 +78,7 @@ ENDINGS = [("COMPLETED", ""), ("NEEDS_HELP", ""), ("NO_PROGRESS", ""), ("INVALID
 
 
 def make_runs(n: int, *, ticket: Ticket | None = None, endings=ENDINGS, created_at=None) -> list[Run]:
-    """`n` ended runs with packets, a model request and a tool attempt each, written in bulk.
+    """`n` runs (ended ones with packets), a model request and a tool attempt each, written in bulk.
 
     Statuses cycle through `endings`; they are rows for the read-only pages, not loop outcomes.
     """
@@ -106,6 +107,6 @@ def make_runs(n: int, *, ticket: Ticket | None = None, endings=ENDINGS, created_
         ReviewPacket(run=r, summary="s" if r.status == "COMPLETED" else None, evidence_refs=[], attempts=[],
                      open_questions=[], stop_reason=r.status, detail=r.detail, budget_spent={},
                      created_at=now - timedelta(seconds=i))
-        for i, r in enumerate(runs)
+        for i, r in enumerate(runs) if r.status in TERMINAL  # a packet is written when a run ends
     ])
     return runs

@@ -44,7 +44,6 @@ def test_run_list_filters_by_status_and_detail(staff_client, demo):
 
 def test_supervisor_cancels_a_queued_run_staff_cannot(staff_client, supervisor_client, demo):
     run = make_runs(1, endings=[("QUEUED", "")])[0]
-    run.packet.delete()
     url = reverse("admin:agentrun_run_cancel", args=[run.pk])
     page = staff_client.post(url, follow=True).content.decode()
     assert "Only Supervisors may cancel runs." in page

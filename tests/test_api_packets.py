@@ -81,3 +81,9 @@ def test_openapi_schema_lists_every_path(client, demo):
         "/api/runs/{run_id}/approval", "/api/packets/{packet_id}", "/api/packets/{packet_id}/review",
     }
     assert client.get("/api/docs").status_code == 200
+
+
+def test_a_wrong_method_is_a_json_405(client, staff_user, demo):
+    response = client.delete("/api/runs", **bearer(staff_user))
+    assert response.status_code == 405 and response.json()["code"] == "method_not_allowed"
+    assert response["Allow"] == "GET"

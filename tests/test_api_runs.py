@@ -77,7 +77,6 @@ def test_reads_need_credentials_and_a_role(client, outsider, demo):
 
 def test_supervisor_cancels_a_queued_run(client, supervisor_user, demo):
     run = make_runs(1, endings=[("QUEUED", "")])[0]
-    run.packet.delete()
     response = client.post(f"/api/runs/{run.pk}/cancel", **bearer(supervisor_user))
     assert response.status_code == 200 and response.json()["status"] == "CANCELLED"
     assert response.json()["packet_id"] is not None
