@@ -182,3 +182,49 @@ def test_evidence_record_tells_apart_tool_arguments_and_content(two_tickets):
     assert record(a, "other").pk != base.pk
     assert Evidence.objects.filter(ticket=a).count() == 4
 
+
+
+# --- what the model is shown ------------------------------------------------------------------------
+
+
+class Shown:
+    """The replay model, remembering each prompt it is sent, with a fixed prompt overhead."""
+
+    def __init__(self, script, overhead=0):
+        from agentrun.adapters import ReplayAdapter
+
+        outer = self
+
+        class Adapter(ReplayAdapter):
+            def input_overhead_bytes(self) -> int:
+                return overhead
+
+            def request(self, spec):
+                outer.prompts.append(spec.context.prompt)
+                return super().request(spec)
+
+        self.prompts: list[str] = []
+        self.adapter = Adapter(script)
+
+
+def test_the_model_is_shown_each_evidence_item_once(ticket_t1001):
+    script = [J42, DOCS, J42, draft("E1")]
+    run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": script})
+    shown = Shown(script)
+    assert run_advance(run.pk, adapter=shown.adapter).status == "COMPLETED"
+    last = shown.prompts[-1]
+    assert last.count("E1 from read_job_status") == 1 and last.count("E2 from search_docs") == 1
+    assert "EXPORT_ROLE_REQUIRED" in last
+
+
+def test_the_prompt_fits_the_input_cap_less_the_adapters_overhead(ticket_t1001):
+    from agentrun.budgets import Budget
+    from agentrun.context import utf8_len
+
+    script = [J42, DOCS, EXPORT, draft("E1")]
+    budget = Budget.from_mapping({"max_input_tokens": 1500})
+    run = run_start(ticket=ticket_t1001, model_name="replay", budget=budget, model_script={"model": script})
+    shown = Shown(script, overhead=300)
+    assert run_advance(run.pk, adapter=shown.adapter).status == "COMPLETED"
+    assert len(shown.prompts) == 4
+    assert all(utf8_len(p) <= 1500 - 300 for p in shown.prompts)

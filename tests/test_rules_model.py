@@ -67,3 +67,43 @@ def test_a_second_investigation_reuses_the_tickets_evidence(ticket_t1001):
     assert Evidence.objects.filter(ticket=ticket_t1001).count() == 2
     assert Run.objects.filter(ticket=ticket_t1001).count() == 2
 
+
+
+def make_ticket(ref, subject, body):
+    from tickets.models import Ticket
+
+    t1001 = Ticket.objects.get(ref="T-1001")
+    return Ticket.objects.create(ref=ref, account=t1001.account, session=t1001.session, subject=subject, body=body)
+
+
+def test_rules_check_the_service_a_ticket_names_when_no_job_explains_it(ticket_t1001):
+    ticket = make_ticket("T-BILL", "Invoices are late", "Our invoice for November has not arrived. Is billing down?")
+    run = investigation_start(ticket=ticket)
+    run.refresh_from_db()
+    assert run.status == "COMPLETED"
+    attempts = list(run.attempts.values_list("tool", "args"))
+    assert attempts == [("read_service_status", {"service": "billing"})]
+    assert run.packet.evidence_refs == ["E1"]
+    assert "degraded" in run.packet.summary
+
+
+def test_rules_hand_off_a_ticket_with_nothing_to_look_up(ticket_t1001):
+    ticket = make_ticket("T-VAGUE", "Hello", "Can someone call me back?")
+    run = investigation_start(ticket=ticket)
+    run.refresh_from_db()
+    assert (run.status, run.tool_attempts, run.packet.stop_reason) == ("NEEDS_HELP", 0, "NEEDS_HELP")
+
+
+def test_investigate_refuses_a_session_of_another_account(ticket_t1001):
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError):
+        investigate("--session", "S-GLOBEX-1")
+    assert not Run.objects.exists()
+
+
+def test_investigate_names_a_missing_ticket(demo_committed):
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="T-9999"):
+        call_command("investigate", "T-9999", stdout=StringIO())
