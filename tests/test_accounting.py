@@ -181,3 +181,31 @@ def test_advancing_a_finished_run_again_changes_nothing(play):
     after = run_report(run_id=report["run"])
     for key in ("status", "model_requests", "tool_attempts", "tokens", "cost_micros", "dispatched", "evidence"):
         assert after[key] == before[key]
+
+
+# --- budgets come from configuration and the run record ------------------------------------------------
+
+
+def test_a_new_run_takes_its_budget_from_settings(ticket_t1001, settings):
+    from agentrun.services import investigation_start
+
+    settings.AGENT_BUDGET_DEFAULTS = {"max_tool_attempts": 1}
+    run = investigation_start(ticket=ticket_t1001)
+    run.refresh_from_db()
+    assert run.budget["max_tool_attempts"] == 1
+    assert (run.status, run.tool_attempts) == ("TOOL_LIMIT", 1)  # the rules model wanted a second lookup
+
+
+def test_a_started_run_keeps_the_budget_it_was_started_with(ticket_t1001, settings):
+    run = run_start(ticket=ticket_t1001, model_name="rules")
+    settings.AGENT_BUDGET_DEFAULTS = {"max_tool_attempts": 0, "max_model_requests": 0}
+    run = run_advance(run.pk)
+    assert (run.status, run.tool_attempts, run.budget["max_tool_attempts"]) == ("COMPLETED", 2, 6)
+
+
+def test_approval_required_by_settings_makes_the_run_wait(ticket_t1001, settings):
+    settings.AGENT_REQUIRE_APPROVAL = ["search_docs"]
+    run = run_advance(run_start(ticket=ticket_t1001, model_name="rules").pk)
+    assert run.status == "WAITING_APPROVAL"
+    assert run.pending_call["tool"] == "search_docs"
+    assert run.tool_attempts == 1
