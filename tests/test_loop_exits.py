@@ -505,3 +505,19 @@ def test_a_validation_error_is_shown_to_the_model_in_its_next_request(ticket_t10
     model = Recorder(script)
     assert run_advance(run.pk, adapter=model).status == "COMPLETED"
     assert "E9" not in model.prompts[1] and "E9" in model.prompts[2]
+
+
+def test_a_supervisors_grant_resumes_the_run_and_dispatches_the_call(play):
+    waiting = play([J42, draft("E1")], require_approval=["read_job_status"])
+    approval_answer(run_id=waiting["run"], grant=True, decided_by="supervisor")  # resumes it (inline: no broker)
+    report = ended(run_report(run_id=waiting["run"]), "COMPLETED")
+    assert dispatched(report) == [("read_job_status", {"job_id": "J-42"}, "ok")]
+
+
+def test_only_a_waiting_run_can_be_answered(play):
+    from agentrun.services import RunError
+
+    report = ended(play([{"handoff": "h"}]), "NEEDS_HELP")
+    with pytest.raises(RunError):
+        approval_answer(run_id=report["run"], grant=True, decided_by="supervisor")
+    ended(run_report(run_id=report["run"]), "NEEDS_HELP")

@@ -211,3 +211,10 @@ def test_a_tool_timeout_is_an_observation_and_its_late_result_is_never_evidence(
     assert list(Evidence.objects.filter(ticket=run.ticket).values_list("tool", flat=True)) == ["search_docs"]
     assert [d["outcome"] for d in run_report(run_id=run.pk)["dispatched"]] == ["timeout", "ok"]
 
+
+
+def test_after_a_reused_receipt_the_call_executed_last_still_decides_repetition(play):
+    a, b = call("read_job_status", "c1", job_id="J-42"), call("search_docs", query="export")
+    report = play([a, b, a, call("read_job_status", job_id="J-42"), draft("E1")])
+    assert report["status"] == "COMPLETED"  # A(c1), B, A(c1) reused, A: the last executed was B
+    assert [d["tool"] for d in report["dispatched"]] == ["read_job_status", "search_docs", "read_job_status"]
