@@ -139,3 +139,32 @@ def test_call_key_differs_by_tool_and_by_arguments():
 
 def test_canonical_json_is_key_order_independent_and_keeps_unicode():
     assert canonical_json({"b": 1, "a": "é"}) == canonical_json({"a": "é", "b": 1}) == '{"a":"é","b":1}'
+
+
+# --- properties of normalization ---------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(query=st.text(max_size=260), max_results=st.integers(-3, 12))
+def test_normalized_search_arguments_are_a_fixed_point(query, max_results):
+    first = normalize_call(Call("search_docs", {"query": query, "max_results": max_results}))
+    if isinstance(first, Stop):
+        assert first.detail == Detail.BAD_ARGUMENTS
+        return
+    q = first.args["query"]
+    assert 1 <= len(q) <= 200 and 1 <= first.args["max_results"] <= 5
+    assert q == q.strip() and "  " not in q and q == q.casefold()
+    again = normalize_call(Call("search_docs", first.args))
+    assert isinstance(again, NormalizedCall) and again.key == first.key
+
+
+@settings(max_examples=200, deadline=None)
+@given(job_id=st.text(alphabet=st.sampled_from("jJ-0123456789 \t٤５"), max_size=18))
+def test_a_normalized_job_id_is_ascii_j_dash_digits(job_id):
+    result = normalize_call(Call("read_job_status", {"job_id": job_id}))
+    if isinstance(result, NormalizedCall):
+        value = result.args["job_id"]
+        assert value.startswith("J-") and value[2:].isascii() and value[2:].isdigit() and len(value) <= 14
