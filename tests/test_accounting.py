@@ -64,8 +64,8 @@ def test_a_timed_out_request_is_charged_its_whole_reservation(play):
 
 
 def test_a_request_cut_by_the_deadline_is_charged_its_whole_reservation(play):
-    report = play([{**J42, "delay_seconds": 1.0}], budget={"deadline_seconds": 45, "prices": PRICES},
-                  start={"elapsed_seconds": 44.7})
+    report = play([{**J42, "delay_seconds": 2.0}], budget={"deadline_seconds": 45, "prices": PRICES},
+                  start={"elapsed_seconds": 44.0})
     assert report["status"] == "DEADLINE"
     assert (report["tokens"]["used"], report["cost_micros"]) == (9000, 39000)
 

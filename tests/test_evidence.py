@@ -102,8 +102,8 @@ def test_an_empty_search_result_is_evidence_too(play):
 
 
 def test_failed_and_timed_out_attempts_are_not_evidence(play, settle):
-    report = play([J42, J41, EXPORT, draft("E1")], budget={"operation_timeout_seconds": 0.3},
-                  faults={"read_job_status": [{"fail": "error"}, {"delay_seconds": 0.8}]})
+    report = play([J42, J41, EXPORT, draft("E1")], budget={"operation_timeout_seconds": 1.0},
+                  faults={"read_job_status": [{"fail": "error"}, {"delay_seconds": 2.0}]})
     assert [(d["outcome"], d["evidence"]) for d in report["dispatched"]] == [
         ("error", None), ("timeout", None), ("ok", "E1")]
     settle()

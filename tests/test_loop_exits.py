@@ -103,7 +103,7 @@ def test_deadline_passed_before_a_request_sends_nothing(play):
 def test_deadline_during_a_model_request_is_deadline_not_model_error(play):
     slow = {**J42, "delay_seconds": 2}
     report = play([slow], budget={"deadline_seconds": 45, "operation_timeout_seconds": 10},
-                  start={"elapsed_seconds": 44.7})
+                  start={"elapsed_seconds": 44.0})
     ended(report, "DEADLINE")
     assert (report["model_requests"], report["tool_attempts"], report["dispatched"]) == (1, 0, [])
     assert report["tokens"]["used"] == 9000  # a wait ended without a reply is charged its whole reservation
@@ -111,7 +111,7 @@ def test_deadline_during_a_model_request_is_deadline_not_model_error(play):
 
 def test_deadline_during_a_dispatch_records_a_timeout_and_no_evidence(play, settle):
     report = play([J42, draft("E1")], budget={"deadline_seconds": 45, "operation_timeout_seconds": 5},
-                  start={"elapsed_seconds": 44.6}, faults={"read_job_status": [{"delay_seconds": 1.5}]})
+                  start={"elapsed_seconds": 44.0}, faults={"read_job_status": [{"delay_seconds": 2.5}]})
     ended(report, "DEADLINE")
     assert dispatched(report) == [("read_job_status", {"job_id": "J-42"}, "timeout")]
     assert (report["model_requests"], report["tool_attempts"], report["evidence"]) == (1, 1, [])
