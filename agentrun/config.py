@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from .adapters import model_problem
 from .budgets import Budget
 
 
@@ -22,8 +23,20 @@ def model_prices(model_name: str) -> tuple[str, str] | None:
     return prices.get(model_name) or (prices.get(family) if family in ("rules", "replay") else None)
 
 
+def model_check(model_name: str) -> None:
+    """Fail at start, naming the setting to fix, if `model_name` cannot be used here.
+
+    An unknown model family, a provider model without its API key, and (under
+    test) a provider endpoint that is not local are all refused before a run exists.
+    """
+    problem = model_problem(model_name)
+    if problem is not None:
+        raise ConfigError(problem)
+
+
 def default_budget(model_name: str) -> Budget:
-    """The budget a new run of `model_name` starts with. An unpriced model fails closed."""
+    """The budget a new run of `model_name` starts with. An unusable or unpriced model fails closed."""
+    model_check(model_name)
     prices = model_prices(model_name)
     try:
         budget = Budget.from_mapping(dict(settings.AGENT_BUDGET_DEFAULTS))
