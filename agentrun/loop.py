@@ -15,7 +15,7 @@ import socket
 import threading
 import uuid
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from tickets.selectors import SessionScope
@@ -27,6 +27,12 @@ from .models import Run
 from .selectors import run_context
 from .steps import DispatchOp, ModelOp, Operation, OpResult, run_begin, run_record
 from .waiting import call_with_timeout
+
+
+def release_connection() -> None:
+    """Give a pooled database connection back while this thread waits for slow I/O."""
+    if connection.settings_dict.get("OPTIONS", {}).get("pool"):
+        connection.close()
 
 
 def worker_identity() -> str:
@@ -52,12 +58,15 @@ def run_advance(run_id: int, *, adapter: ModelAdapter | None = None, dispatcher:
 
 def _execute(op: Operation, run: Run, budget: Budget, adapter: ModelAdapter, dispatcher: Dispatcher) -> OpResult:
     if isinstance(op, ModelOp):
-        context = run_context(run=run, budget=budget, reserve_bytes=adapter.input_overhead_bytes())
+        context = run_context(run=run, budget=budget, shown_allowances=op.allowances,
+                              reserve_bytes=adapter.input_overhead_bytes())
+        release_connection()
         wait, by_deadline = budget.wait_seconds(run.time_left())
         spec = ModelRequestSpec(context, budget.max_output_tokens, wait, op.index)
         started = timezone.now()
         return OpResult(call_with_timeout(lambda: adapter.request(spec), wait), by_deadline, started)
     assert isinstance(op, DispatchOp)
+    release_connection()
     scope = SessionScope.of(run.session)
     wait, by_deadline = budget.wait_seconds(run.time_left())
     started = timezone.now()

@@ -7,13 +7,13 @@ from django.utils import timezone
 
 from tickets.models import Evidence
 
-from .budgets import Budget, allowances
+from .budgets import Budget
 from .context import AttemptItem, Context, EvidenceItem, fit_context
 from .models import Observation, Run
 from .statuses import Status
 
 
-def run_context(*, run: Run, budget: Budget, reserve_bytes: int = 0) -> Context:
+def run_context(*, run: Run, budget: Budget, shown_allowances: dict[str, Any], reserve_bytes: int = 0) -> Context:
     """The ticket, its evidence (each item once), this run's lookups and recent problems, fitted to the cap."""
     ticket = run.ticket
     evidence = tuple(
@@ -26,8 +26,6 @@ def run_context(*, run: Run, budget: Budget, reserve_bytes: int = 0) -> Context:
     )
     shown = run.observations.exclude(kind=Observation.DISCARDED).order_by("-id")
     notes = tuple(reversed(shown.values_list("text", flat=True)[:5]))
-    fresh = Run.objects.only("model_requests", "tool_attempts", "tokens_used", "tokens_reserved",
-                             "cost_used_micros", "cost_reserved_micros", "deadline_at").get(pk=run.pk)
     ctx = Context(
         ticket_ref=ticket.ref,
         subject=ticket.subject,
@@ -36,7 +34,7 @@ def run_context(*, run: Run, budget: Budget, reserve_bytes: int = 0) -> Context:
         evidence=evidence,
         attempts=attempts,
         notes=notes,
-        allowances=allowances(budget, fresh.usage(), fresh.time_left()),
+        allowances=shown_allowances,
     )
     return fit_context(ctx, max(budget.max_input_tokens - reserve_bytes, 0))
 

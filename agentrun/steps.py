@@ -23,12 +23,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from tickets.models import CustomerSession
 from tickets.selectors import Forbidden, SessionScope, evidence_refs_for_ticket
 from tickets.services import evidence_record
 
 from .adapters.base import ModelError, ModelResponse
-from .budgets import Budget, check_before_request, cost_micros, tool_attempts_left
+from .budgets import Budget, allowances, check_before_request, cost_micros, tool_attempts_left
 from .decisions import (
     AwaitApproval,
     Call,
@@ -66,7 +65,10 @@ STEP_FIELDS = [
 @dataclass(frozen=True)
 class ModelOp:
     request_id: int
-    index: int
+    index: int  # 0-based position among the run's recorded requests
+    reserved_tokens: int
+    reserved_cost_micros: int
+    allowances: dict[str, Any]  # what is left, as of the reservation, shown to the model
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,13 @@ class DispatchOp:
     tool: str
     args: dict[str, Any]
     index: int  # how many dispatches of this tool the run made before this one
+    call_key: str
+    call_id: str
+    retry_number: int
+
+    @property
+    def call(self) -> NormalizedCall:
+        return NormalizedCall(self.tool, self.args, self.call_id or None)
 
 
 Operation = ModelOp | DispatchOp
@@ -170,7 +179,7 @@ def _discard_late_result(run: Run, op: Operation, owner: str) -> None:
 
 
 def _locked(run_id: int) -> Run:
-    return Run.objects.select_for_update().get(pk=run_id)
+    return Run.objects.select_for_update(of=("self",)).select_related("session").get(pk=run_id)
 
 
 def run_lock(*, run_id: int) -> Run:
@@ -239,7 +248,8 @@ def _plan_request(run: Run, now: datetime) -> Operation | None:
     run.model_requests += 1
     run.tokens_reserved += request.reserved_tokens
     run.cost_reserved_micros += request.reserved_cost_micros
-    return ModelOp(request.pk, index)
+    shown = allowances(budget, run.usage(), run.time_left(now))
+    return ModelOp(request.pk, index, request.reserved_tokens, request.reserved_cost_micros, shown)
 
 
 def _reserve_attempt(run: Run, call: NormalizedCall, now: datetime, *, retry_number: int = 0) -> DispatchOp:
@@ -256,7 +266,8 @@ def _reserve_attempt(run: Run, call: NormalizedCall, now: datetime, *, retry_num
     )
     run.tool_attempts += 1
     run.last_executed_key = call.key
-    return DispatchOp(attempt.pk, call.tool, call.args, tools_so_far.count(call.tool))
+    return DispatchOp(attempt.pk, call.tool, call.args, tools_so_far.count(call.tool), call.key,
+                      attempt.call_id, retry_number)
 
 
 def _charge(run: Run, request: ModelRequest, *, input_tokens: int = 0, output_tokens: int = 0,
@@ -274,17 +285,23 @@ def _charge(run: Run, request: ModelRequest, *, input_tokens: int = 0, output_to
     run.cost_used_micros += cost
 
 
+REQUEST_RESULT_FIELDS = [
+    "input_tokens", "output_tokens", "charged_tokens", "charged_cost_micros", "outcome", "proposal",
+    "validation_error", "error", "finished_at", "latency_ms",
+]
+ATTEMPT_RESULT_FIELDS = ["outcome", "result_excerpt", "error", "evidence", "finished_at", "latency_ms"]
+
+
 def _record_model(run: Run, op: ModelOp, res: OpResult, now: datetime) -> Operation | None:
-    request = ModelRequest.objects.get(pk=op.request_id)
+    request = ModelRequest(pk=op.request_id, run=run, seq=op.index + 1, reserved_tokens=op.reserved_tokens,
+                           reserved_cost_micros=op.reserved_cost_micros)
     request.finished_at, request.latency_ms = now, res.latency_ms
     stop = _settle_request(run, request, res, now)
-    if stop is not None:
-        request.save()
-        return _stop(run, stop, now)
-    assert isinstance(res.result, Finished)
-    nxt = _decide(run, request, parse_reply(res.result.value.payload), now)
-    request.save()
-    return nxt
+    if stop is None:
+        assert isinstance(res.result, Finished)
+        nxt = _decide(run, request, parse_reply(res.result.value.payload), now)
+    request.save(update_fields=REQUEST_RESULT_FIELDS)
+    return _stop(run, stop, now) if stop is not None else nxt
 
 
 def _settle_request(run: Run, request: ModelRequest, res: OpResult, now: datetime) -> Stop | None:
@@ -356,7 +373,7 @@ def _validation_error(run: Run, request: ModelRequest, text: str, now: datetime)
 
 
 def _scope(run: Run) -> SessionScope:
-    return SessionScope.of(CustomerSession.objects.get(pk=run.session_id))
+    return SessionScope.of(run.session)
 
 
 def _judge(run: Run, call: Call, now: datetime) -> Operation | None:
@@ -436,7 +453,8 @@ def _recover_interrupted(run: Run, now: datetime) -> None:
 
 
 def _record_dispatch(run: Run, op: DispatchOp, res: OpResult, now: datetime) -> Operation | None:
-    attempt = ToolAttempt.objects.get(pk=op.attempt_id)
+    attempt = ToolAttempt(pk=op.attempt_id, run=run, tool=op.tool, args=op.args, call_key=op.call_key,
+                          call_id=op.call_id, retry_number=op.retry_number)
     attempt.finished_at, attempt.latency_ms = now, res.latency_ms
     outcome = res.result
     if isinstance(outcome, TimedOut):
@@ -447,14 +465,13 @@ def _record_dispatch(run: Run, op: DispatchOp, res: OpResult, now: datetime) -> 
         attempt.error = _tool_error_text(outcome.error)
     else:
         _record_result(run, attempt, outcome.value)
-    attempt.save()
+    attempt.save(update_fields=ATTEMPT_RESULT_FIELDS)
     if run.time_left(now) <= 0 or (isinstance(outcome, TimedOut) and res.by_deadline):
         return _stop(run, Stop(Status.DEADLINE, note=f"the deadline passed during {op.tool}"), now)
     budget = run.get_budget()
     if attempt.outcome == ToolAttempt.Outcome.TRANSIENT_ERROR and not run.cancel_requested:
         if attempt.retry_number < budget.max_read_retries and tool_attempts_left(budget, run.usage()) > 0:
-            call = NormalizedCall(attempt.tool, attempt.args, attempt.call_id or None)
-            return _reserve_attempt(run, call, now, retry_number=attempt.retry_number + 1)
+            return _reserve_attempt(run, op.call, now, retry_number=op.retry_number + 1)
     if attempt.outcome != ToolAttempt.Outcome.OK:
         Observation.objects.create(
             run=run, kind="tool_failure",

@@ -29,6 +29,17 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {raw!r}")
 
 
+def env_int(name: str, default: int) -> int:
+    raw = env_str(name)
+    try:
+        value = int(raw) if raw else default
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a whole number, got {raw!r}") from None
+    if value < 1:
+        raise ImproperlyConfigured(f"{name} must be at least 1, got {raw!r}")
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = env_str(name)
     return [item.strip() for item in raw.split(",") if item.strip()] if raw else default
@@ -85,11 +96,16 @@ def _database() -> dict:
     url = env_str("DATABASE_URL")
     if url:
         try:
-            config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+            config = dj_database_url.parse(url)
         except ValueError as exc:
             raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from exc
         if config["ENGINE"] != "django.db.backends.postgresql":
             raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgres://...)")
+        # A process shares a small pool; a run holds a connection only inside a step's
+        # transaction, never while it waits for a model or a tool.
+        config.setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 1, "max_size": env_int("DATABASE_POOL_MAX", 16), "timeout": 20,
+        }
         return config
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     return {
@@ -97,7 +113,7 @@ def _database() -> dict:
         "NAME": env_str("SQLITE_PATH") or str(VAR_DIR / "supportagent.sqlite3"),
         # Tool dispatches read from their own thread: a file (not memory) and
         # WAL let them read while the loop writes.
-        "TEST": {"NAME": str(VAR_DIR / "test.sqlite3")},
+        "TEST": {"NAME": str(VAR_DIR / f"test-{os.getpid()}.sqlite3")},
         "OPTIONS": {
             "timeout": 20,
             "transaction_mode": "IMMEDIATE",

@@ -1,0 +1,271 @@
+"""Benchmark of the investigation loop on PostgreSQL, on the J-42 scenario (3 model requests, 2 dispatches).
+
+    python bench/loop_bench.py            # a table
+    python bench/loop_bench.py --json     # the figures as one JSON object
+
+Measures, in one run:
+* committed write transactions and SQL statements per run and per cycle (a model
+  request and the dispatch it leads to), against a plain psycopg loop that
+  commits one reservation before each of the 5 operations (the floor);
+* median and p95 milliseconds per run through the real loop and services, and
+  the floor's, as a ratio;
+* 200 runs at concurrency 50 through a real Celery worker with 50 ms latency on
+  every model request and dispatch: wall time against the ideal (1 s);
+* the worker's resident memory after 10,000 runs against after 100.
+
+Write transactions are counted by PostgreSQL itself: each one takes a
+transaction id, so the distance the next id moved is the count (the figure is
+the fewest seen over several runs, so that other sessions' work is not counted).
+Needs PostgreSQL and Redis (bin/services starts them); DATABASE_URL defaults to a
+database of its own.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/supportagent_bench")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportagent.settings")
+BROKER = "redis://127.0.0.1:6379/0"
+
+import django  # noqa: E402
+
+django.setup()
+
+import psycopg  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.db.backends.signals import connection_created  # noqa: E402
+
+from agentrun.budgets import Budget  # noqa: E402
+from agentrun.loop import run_advance  # noqa: E402
+from agentrun.models import Run  # noqa: E402
+from agentrun.services import run_start  # noqa: E402
+from agentrun.statuses import TERMINAL  # noqa: E402
+from tickets.demo import seed_demo  # noqa: E402
+from tickets.models import Ticket  # noqa: E402
+
+CYCLES = 3  # model requests in the J-42 scenario; two of them lead to a dispatch
+
+
+def j42_script(latency: float = 0.0) -> dict:
+    delay = {"delay_seconds": latency} if latency else {}
+    return {
+        "model": [
+            {"call": {"tool": "read_job_status", "args": {"job_id": "J-42"}}, **delay},
+            {"call": {"tool": "search_docs", "args": {"query": "EXPORT_ROLE_REQUIRED"}}, **delay},
+            {"draft": {"summary": "J-42 failed: role.", "evidence": ["E1", "E2"], "open_questions": []}, **delay},
+        ],
+        "faults": {"read_job_status": [delay or None], "search_docs": [delay or None]},
+    }
+
+
+def start(ticket: Ticket, latency: float = 0.0) -> Run:
+    return run_start(ticket=ticket, model_name="replay", budget=Budget(), model_script=j42_script(latency))
+
+
+# --- counting ---------------------------------------------------------------------
+
+
+class StatementCounter:
+    """Counts every statement Django sends, on every connection, in every thread."""
+
+    def __init__(self):
+        self.count = 0
+        connection_created.connect(self._install, weak=False)
+        self._install(None, connection)
+
+    def _install(self, sender, connection, **kwargs):
+        if self.__call__ not in connection.execute_wrappers:
+            connection.execute_wrappers.append(self.__call__)
+
+    def __call__(self, execute, sql, params, many, context):
+        self.count += 1
+        return execute(sql, params, many, context)
+
+
+def next_xid(conn: psycopg.Connection) -> int:
+    return int(conn.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint").fetchone()[0])
+
+
+def count_one_run(ticket: Ticket, counter: StatementCounter, probe: psycopg.Connection) -> tuple[int, int]:
+    run = start(ticket)
+    before_xid, before_stmts = next_xid(probe), counter.count
+    run_advance(run.pk)
+    return next_xid(probe) - before_xid, counter.count - before_stmts
+
+
+# --- the floor: plain psycopg, one committed reservation before each of the 5 operations ---
+
+
+FLOOR_SCHEMA = """
+CREATE TABLE IF NOT EXISTS bench_floor_run (id bigserial PRIMARY KEY, model_requests int NOT NULL DEFAULT 0,
+    tool_attempts int NOT NULL DEFAULT 0, status text NOT NULL DEFAULT 'RUNNING');
+CREATE TABLE IF NOT EXISTS bench_floor_op (id bigserial PRIMARY KEY, run_id bigint NOT NULL, kind text NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now());
+"""
+
+
+def floor_run(conn: psycopg.Connection) -> None:
+    with conn.transaction():
+        run_id = conn.execute("INSERT INTO bench_floor_run DEFAULT VALUES RETURNING id").fetchone()[0]
+    for kind in ("model", "dispatch", "model", "dispatch", "model"):
+        counter = "model_requests" if kind == "model" else "tool_attempts"
+        with conn.transaction():
+            conn.execute(f"UPDATE bench_floor_run SET {counter} = {counter} + 1 WHERE id = %s", (run_id,))
+            conn.execute("INSERT INTO bench_floor_op (run_id, kind) VALUES (%s, %s)", (run_id, kind))
+
+
+def timed(fn, n: int) -> list[float]:
+    times = []
+    for _ in range(n):
+        began = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - began) * 1000)
+    return times
+
+
+def p95(values: list[float]) -> float:
+    return sorted(values)[max(int(len(values) * 0.95) - 1, 0)]
+
+
+# --- workers ------------------------------------------------------------------------
+
+
+class Worker:
+    def __init__(self, concurrency: int):
+        self.queue = f"bench-{uuid.uuid4().hex[:8]}"
+        env = {**os.environ, "CELERY_BROKER_URL": BROKER, "AGENT_QUEUE": self.queue,
+               "DATABASE_POOL_MAX": str(min(concurrency, 40))}
+        self.log = open(ROOT / "var" / "bench-worker.log", "ab")
+        self.proc = subprocess.Popen(
+            [str(Path(sys.executable).with_name("celery")), "-A", "supportagent", "worker", "--pool", "threads",
+             "--concurrency", str(concurrency), "-Q", self.queue, "--without-gossip", "--without-mingle",
+             "--without-heartbeat", "--loglevel", "WARNING"],
+            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        from supportagent.celery import app
+
+        app.conf.update(task_always_eager=False, broker_url=BROKER, task_default_queue=self.queue)
+
+    def rss_kib(self) -> int:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise RuntimeError("no VmRSS")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def drive(ids: list[int], timeout: float) -> float:
+    """Enqueue the runs and wait until all are terminal; the wall time in seconds."""
+    from agentrun.tasks import advance_run
+
+    began = time.perf_counter()
+    for run_id in ids:
+        advance_run.apply_async((run_id,))
+    until = time.monotonic() + timeout
+    while Run.objects.filter(pk__in=ids).exclude(status__in=TERMINAL).exists():
+        if time.monotonic() > until:
+            raise RuntimeError(f"runs not finished after {timeout} s")
+        time.sleep(0.01)
+    return time.perf_counter() - began
+
+
+def concurrency_figures(ticket: Ticket, runs: int, concurrency: int, latency: float) -> dict:
+    worker = Worker(concurrency)
+    try:
+        drive([start(ticket).pk for _ in range(20)], 120)  # warm up: the worker is up and connected
+        ids = [start(ticket, latency).pk for _ in range(runs)]
+        wall = drive(ids, 300)
+    finally:
+        worker.stop()
+    ideal = runs * 5 * latency / concurrency
+    return {"concurrency_wall_s": round(wall, 3), "concurrency_ideal_s": round(ideal, 3),
+            "concurrency_efficiency": round(ideal / wall, 3)}
+
+
+def memory_figures(ticket: Ticket, first: int, total: int) -> dict:
+    worker = Worker(8)
+    try:
+        drive([start(ticket).pk for _ in range(first)], 300)
+        rss_first = worker.rss_kib()
+        done = first
+        while done < total:
+            batch = min(1000, total - done)
+            drive([start(ticket).pk for _ in range(batch)], 900)
+            done += batch
+        rss_total = worker.rss_kib()
+    finally:
+        worker.stop()
+    return {"rss_kib_after_first": rss_first, "rss_kib_after_all": rss_total,
+            "rss_growth_ratio": round(rss_total / rss_first, 3)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object")
+    parser.add_argument("--runs", type=int, default=200, help="runs timed in-process (default 200)")
+    parser.add_argument("--concurrency-runs", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--latency-ms", type=float, default=50.0)
+    parser.add_argument("--memory-runs", type=int, default=10_000)
+    args = parser.parse_args()
+
+    subprocess.run([str(ROOT / "bin" / "services")], check=True, env=os.environ)
+    call_command("migrate", verbosity=0, interactive=False)
+    seed_demo()
+    ticket = Ticket.objects.get(ref="T-1001")
+    (ROOT / "var").mkdir(exist_ok=True)
+
+    counter = StatementCounter()
+    conninfo = os.environ["DATABASE_URL"]
+    with psycopg.connect(conninfo, autocommit=True) as probe, psycopg.connect(conninfo, autocommit=True) as floor:
+        floor.execute(FLOOR_SCHEMA)
+        for _ in range(5):  # warm caches on both sides
+            count_one_run(ticket, counter, probe)
+            floor_run(floor)
+        samples = [count_one_run(ticket, counter, probe) for _ in range(10)]
+        commits, statements = min(s[0] for s in samples), min(s[1] for s in samples)
+        before = next_xid(probe)
+        floor_run(floor)
+        floor_commits = next_xid(probe) - before
+        ours = timed(lambda: run_advance(start(ticket).pk), args.runs)
+        base = timed(lambda: floor_run(floor), args.runs)
+
+    figures = {
+        "commits_per_run": commits,
+        "commits_per_cycle": round(commits / CYCLES, 3),
+        "floor_commits_per_run": floor_commits,
+        "statements_per_run": statements,
+        "statements_per_cycle": round(statements / CYCLES, 1),
+        "ms_per_run_median": round(statistics.median(ours), 2),
+        "ms_per_run_p95": round(p95(ours), 2),
+        "floor_ms_per_run_median": round(statistics.median(base), 2),
+        "floor_ms_per_run_p95": round(p95(base), 2),
+        "ratio_to_floor": round(statistics.median(ours) / statistics.median(base), 2),
+    }
+    figures |= concurrency_figures(ticket, args.concurrency_runs, args.concurrency, args.latency_ms / 1000)
+    figures |= memory_figures(ticket, 100, args.memory_runs)
+    if args.json:
+        print(json.dumps(figures))
+    else:
+        width = max(map(len, figures))
+        for key, value in figures.items():
+            print(f"{key:<{width}}  {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
