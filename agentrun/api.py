@@ -5,11 +5,10 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from django.db.models import QuerySet
-from django.utils import timezone
 from ninja import Field, Path, Query, Router, Schema
 from ninja import Status as Reply
 from ninja.responses import codes_4xx
-from pydantic import ConfigDict
+from pydantic import ConfigDict, field_validator
 
 from .models import PacketReview, ReviewPacket, Run
 from .staff import Refused, access_packet, access_run, access_ticket, do_answer_approval, do_cancel, do_investigate, do_review, require
@@ -148,6 +147,17 @@ class RunFilters(Schema):
     limit: int = Field(20, ge=1, le=100)
     offset: int = Field(0, ge=0, le=1_000_000)
 
+    @field_validator("since", "until")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        """Compare in UTC; a naive time is UTC. Years outside 1970-9998 cannot match a run."""
+        if value is None:
+            return None
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value
+        if not 1970 <= value.year <= 9998:
+            raise ValueError("the year must be between 1970 and 9998")
+        return value.astimezone(UTC)
+
 
 # --- shapes ----------------------------------------------------------------------
 
@@ -207,14 +217,10 @@ def runs_filtered(f: RunFilters) -> QuerySet[Run]:
     if f.ticket:
         runs = runs.filter(ticket__ref=f.ticket)
     if f.since:
-        runs = runs.filter(created_at__gte=_aware(f.since))
+        runs = runs.filter(created_at__gte=f.since)
     if f.until:
-        runs = runs.filter(created_at__lt=_aware(f.until))
+        runs = runs.filter(created_at__lt=f.until)
     return runs
-
-
-def _aware(value: datetime) -> datetime:
-    return value if timezone.is_aware(value) else timezone.make_aware(value, UTC)
 
 
 # --- endpoints -------------------------------------------------------------------

@@ -148,3 +148,17 @@ def test_a_huge_approval_body_is_413(client, supervisor_user, demo):
     body = json.dumps({"decision": "grant", "pad": "x" * 100_000})
     _error(client.post(f"/api/runs/{run.pk}/approval", body, content_type="application/json",
                        **bearer(supervisor_user)), 413, "body_too_large")
+
+
+@pytest.mark.parametrize("query", ["since=1969-09-11T09:15:45.92%2B21:11", "until=0001-01-01T00:00:00%2B01:00",
+                                   "since=9999-12-31T23:59:59-23:00"])
+def test_extreme_times_are_refused_not_a_server_error(client, staff_user, demo, query):
+    _error(client.get(f"/api/runs?{query}", **bearer(staff_user)), 422, "invalid_input")
+
+
+def test_times_with_offsets_compare_in_utc(client, staff_user, demo):
+    make_runs(1)
+    auth = bearer(staff_user)
+    assert client.get("/api/runs?since=2000-01-01T05:00:00%2B05:00", **auth).json()["count"] == 1
+    # found by the fuzz: an offset PostgreSQL cannot store is converted to UTC first
+    assert client.get("/api/runs?since=4255-09-11T09:15:45.92%2B21:11", **auth).json()["count"] == 0

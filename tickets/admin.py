@@ -38,7 +38,8 @@ class TicketAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request):
         latest = Run.objects.filter(ticket=OuterRef("pk")).order_by("-created_at", "-id")
-        packet = ReviewPacket.objects.filter(run=Subquery(latest.values("pk")[:1])).values("review_state")[:1]
+        packet = (ReviewPacket.objects.filter(run__ticket=OuterRef("pk"))
+                  .order_by("-run__created_at", "-run_id").values("review_state")[:1])
         return super().get_queryset(request).annotate(
             latest_status=Subquery(latest.values("status")[:1]), latest_packet_state=Subquery(packet)
         )
@@ -47,7 +48,7 @@ class TicketAdmin(admin.ModelAdmin):
     def latest_run_status(self, ticket):
         return ticket.latest_status or "never investigated"
 
-    @admin.display(description="packet", ordering="latest_packet_state")
+    @admin.display(description="latest packet", ordering="latest_packet_state")
     def packet_state(self, ticket):
         return ticket.latest_packet_state or "—"
 
