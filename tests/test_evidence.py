@@ -228,3 +228,34 @@ def test_the_prompt_fits_the_input_cap_less_the_adapters_overhead(ticket_t1001):
     assert run_advance(run.pk, adapter=shown.adapter).status == "COMPLETED"
     assert len(shown.prompts) == 4
     assert all(utf8_len(p) <= 1500 - 300 for p in shown.prompts)
+
+
+def test_parallel_runs_on_one_ticket_number_evidence_without_gaps_or_copies(ticket_t1001):
+    import threading
+
+    from django.db import connections
+
+    close = {"handoff": "h"}
+    scripts = [[J42, DOCS, EXPORT, J41, close], [DOCS, J42, J41, EXPORT, close], [EXPORT, J41, J42, DOCS, close]]
+    runs = [run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": s}) for s in scripts]
+    errors: list[str] = []
+
+    def drive(run_id: int) -> None:
+        try:
+            run_advance(run_id)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(repr(exc))
+        finally:
+            connections.close_all()
+
+    workers = [threading.Thread(target=drive, args=(run.pk,)) for run in runs]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    assert errors == []
+    assert sorted(Evidence.objects.filter(ticket=ticket_t1001).values_list("number", flat=True)) == [1, 2, 3, 4]
+    for run in runs:
+        report = run_report(run_id=run.pk)
+        assert report["status"] == "NEEDS_HELP"
+        assert sorted(report["evidence"]) == ["E1", "E2", "E3", "E4"]
