@@ -162,3 +162,16 @@ def test_times_with_offsets_compare_in_utc(client, staff_user, demo):
     assert client.get("/api/runs?since=2000-01-01T05:00:00%2B05:00", **auth).json()["count"] == 1
     # found by the fuzz: an offset PostgreSQL cannot store is converted to UTC first
     assert client.get("/api/runs?since=4255-09-11T09:15:45.92%2B21:11", **auth).json()["count"] == 0
+
+
+def test_an_approval_after_the_deadline_changes_nothing_but_the_deadline_exit(client, supervisor_user, waiting_run):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    Run.objects.filter(pk=waiting_run).update(deadline_at=timezone.now() - timedelta(seconds=1))  # time has run out
+    body = client.post(f"/api/runs/{waiting_run}/approval", {"decision": "grant"},
+                       content_type="application/json", **bearer(supervisor_user)).json()
+    assert body["status"] == "DEADLINE"
+    run = Run.objects.get(pk=waiting_run)
+    assert run.tool_attempts == 0 and Approval.objects.get(run=run).state == "expired"
