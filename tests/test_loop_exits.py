@@ -521,3 +521,32 @@ def test_only_a_waiting_run_can_be_answered(play):
     with pytest.raises(RunError):
         approval_answer(run_id=report["run"], grant=True, decided_by="supervisor")
     ended(run_report(run_id=report["run"]), "NEEDS_HELP")
+
+
+def test_run_scenario_command_prints_one_json_object_whatever_the_status(demo_committed, tmp_path):
+    import json
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    scenario = {"name": "limit", "session": "S-ACME-1", "ticket": "T-1001", "budget": {"max_tool_attempts": 1},
+                "model": [J42, DOCS]}
+    path = tmp_path / "limit.json"
+    path.write_text(json.dumps(scenario))
+    out = StringIO()
+    call_command("run_scenario", str(path), stdout=out)
+    report = json.loads(out.getvalue())
+    assert (report["name"], report["status"], report["packet"]["stop_reason"]) == ("limit", "TOOL_LIMIT", "TOOL_LIMIT")
+
+
+def test_run_scenario_refuses_a_session_of_another_account(demo_committed, tmp_path):
+    import json
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"name": "bad", "session": "S-GLOBEX-1", "ticket": "T-1001", "model": [J77]}))
+    with pytest.raises(CommandError):
+        call_command("run_scenario", str(path))
+    assert not Run.objects.exists()
