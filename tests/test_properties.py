@@ -194,6 +194,7 @@ def play_case(c: dict[str, Any]) -> tuple[Run, Watch]:
 @given(c=case())
 def test_loop_invariants_hold_for_any_replies_faults_and_budget(demo_committed, settle, c):
     run, watch = play_case(c)
+    settle()  # operations the loop stopped waiting for finish too: their spies report late, never unseen
     run.refresh_from_db()
     event(f"{run.status} {run.detail}".strip())
     budget, start = c["budget"], c["start"]
