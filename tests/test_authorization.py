@@ -158,3 +158,18 @@ def test_even_a_wrong_policy_cannot_leak_another_accounts_job(play, monkeypatch)
     assert not Evidence.objects.filter(ticket=run.ticket).exists()
     leaked = str(report) + "".join(run.observations.values_list("text", flat=True))
     assert "globex" not in leaked.casefold() and "hank" not in leaked
+
+
+def test_policy_and_backend_agree_for_every_session_and_job(demo_committed):
+    from tickets.models import CustomerSession, Job
+
+    tool = TOOLS["read_job_status"]
+    for session in CustomerSession.objects.all():
+        for found in Job.objects.all():
+            may = session.verified and session.account_id == found.account_id
+            assert tool.policy(scope(session), job(found.ref)) is may, (session.ref, found.ref)
+            if may:
+                assert tool.backend(scope(session), job(found.ref)).content["job_id"] == found.ref
+            else:
+                with pytest.raises(Forbidden):
+                    tool.backend(scope(session), job(found.ref))
