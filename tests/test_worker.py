@@ -16,7 +16,7 @@ from agentrun.services import enqueue_advance, investigation_start
 from agentrun.statuses import TERMINAL, Status
 from agentrun.tasks import advance_run
 from supportagent.celery import app as celery_app
-from tests.workers import BROKER_URL, ROOT, Cluster, wait_for
+from tests.workers import ROOT, Cluster, publishing_to, wait_for
 from tickets.models import Ticket
 
 J42 = {"call": {"tool": "read_job_status", "args": {"job_id": "J-42"}}}
@@ -28,11 +28,9 @@ DRAFT = {"draft": {"summary": "Role problem.", "evidence": ["E1"], "open_questio
 def cluster(demo_committed, tmp_path):
     """A private queue; this process enqueues to it through Redis instead of running inline."""
     c = Cluster(tmp_path)
-    saved = {k: celery_app.conf[k] for k in ("task_always_eager", "broker_url", "task_default_queue")}
-    celery_app.conf.update(task_always_eager=False, broker_url=BROKER_URL, task_default_queue=c.queue)
-    yield c
-    c.stop()
-    celery_app.conf.update(saved)
+    with publishing_to(celery_app, c.queue):
+        yield c
+        c.stop()
 
 
 def scenario_run(model, **fields) -> Run:
@@ -59,8 +57,10 @@ def test_worker_completes_the_same_packet_as_the_inline_run(cluster):
     twin = Ticket.objects.create(ref="T-1001-W", account=ticket.account, session=ticket.session,
                                  subject=ticket.subject, body=ticket.body)
     celery_app.conf.task_always_eager = True
-    inline = investigation_start(ticket=ticket)
-    celery_app.conf.task_always_eager = False
+    try:
+        inline = investigation_start(ticket=ticket)
+    finally:
+        celery_app.conf.task_always_eager = False
     cluster.worker()
     queued = investigation_start(ticket=twin)
 
@@ -123,38 +123,40 @@ def test_duplicate_deliveries_and_racing_workers_run_each_operation_once(cluster
     assert ReviewPacket.objects.filter(run=done).count() == 1
 
 
-def test_watchdog_ends_a_blocked_worker_s_run_at_its_deadline_and_refuses_its_late_result(tmp_path, demo_committed):
-    cluster = Cluster(tmp_path, AGENT_WATCHDOG_INTERVAL="0.2")
-    saved = {k: celery_app.conf[k] for k in ("task_always_eager", "broker_url", "task_default_queue")}
-    celery_app.conf.update(task_always_eager=False, broker_url=BROKER_URL, task_default_queue=cluster.queue)
-    try:
-        cluster.worker()
-        cluster.worker()
-        cluster.beat()
-        cluster.wait_ready(celery_app)
-        run = scenario_run([J42, DRAFT], budget={"deadline_seconds": 8},
-                           faults={"read_job_status": [{"delay_seconds": 2}]})
-        enqueue_advance(run.pk)
-        attempt = wait_for(lambda: ToolAttempt.objects.filter(run=run, outcome="pending").first(), 8, "dispatch")
-        owner = Run.objects.get(pk=run.pk).lease_owner
-        blocked_pid = int(owner.split(":")[1])
-        os.kill(blocked_pid, signal.SIGSTOP)
+@pytest.fixture
+def beat_cluster(demo_committed, tmp_path):
+    """Two workers and Celery beat running the watchdog every 0.2 s."""
+    c = Cluster(tmp_path, AGENT_WATCHDOG_INTERVAL="0.2")
+    with publishing_to(celery_app, c.queue):
         try:
-            done = wait_for(lambda: terminal(run.pk), 15, "the watchdog to end the run")
-            frozen = Run.objects.values().get(pk=run.pk)
+            c.worker()
+            c.worker()
+            c.beat()
+            c.wait_ready(celery_app)
+            yield c
         finally:
-            os.kill(blocked_pid, signal.SIGCONT)
-        wait_for(lambda: Observation.objects.filter(run=run, kind=Observation.DISCARDED).exists(), 15,
-                 "the blocked worker's late result to be refused")
+            c.stop()
 
-        assert done.status == Status.DEADLINE
-        late_by = (done.ended_at - done.deadline_at).total_seconds()
-        assert 0 <= late_by < 1.0
-        assert ToolAttempt.objects.get(pk=attempt.pk).outcome == "timeout"
-        assert Run.objects.values().get(pk=run.pk) == frozen
+
+def test_watchdog_ends_a_blocked_worker_s_run_at_its_deadline_and_refuses_its_late_result(beat_cluster):
+    run = scenario_run([J42, DRAFT], budget={"deadline_seconds": 8}, faults={"read_job_status": [{"delay_seconds": 2}]})
+    enqueue_advance(run.pk)
+    attempt = wait_for(lambda: ToolAttempt.objects.filter(run=run, outcome="pending").first(), 8, "the dispatch")
+    blocked_pid = int(Run.objects.get(pk=run.pk).lease_owner.split(":")[1])
+    os.kill(blocked_pid, signal.SIGSTOP)
+    try:
+        done = wait_for(lambda: terminal(run.pk), 15, "the watchdog to end the run")
+        frozen = Run.objects.values().get(pk=run.pk)
     finally:
-        cluster.stop()
-        celery_app.conf.update(saved)
+        os.kill(blocked_pid, signal.SIGCONT)
+    wait_for(lambda: Observation.objects.filter(run=run, kind=Observation.DISCARDED).exists(), 15,
+             "the blocked worker's late result to be refused")
+
+    assert done.status == Status.DEADLINE
+    late_by = (done.ended_at - done.deadline_at).total_seconds()
+    assert 0 <= late_by < 1.0
+    assert ToolAttempt.objects.get(pk=attempt.pk).outcome == "timeout"
+    assert Run.objects.values().get(pk=run.pk) == frozen
 
 
 def test_two_hundred_runs_on_two_workers_all_end_with_a_packet_within_budget(cluster):

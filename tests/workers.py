@@ -7,7 +7,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from django.db import connection
@@ -83,6 +84,27 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@contextmanager
+def publishing_to(app, queue: str) -> Iterator[None]:
+    """This process enqueues to `queue` on the test broker instead of running tasks inline."""
+    keys = ("task_always_eager", "broker_url", "task_default_queue")
+    saved = {k: app.conf[k] for k in keys}
+    app.conf.update(task_always_eager=False, broker_url=BROKER_URL, task_default_queue=queue)
+    _forget_connections(app)
+    try:
+        yield
+    finally:
+        app.conf.update(saved)
+        _forget_connections(app)
+
+
+def _forget_connections(app) -> None:
+    # Celery builds its connection pool, queues and router from the configuration on first
+    # use and keeps them; drop them so the next publish reads the configuration again.
+    app._pool = None
+    app.__dict__.pop("amqp", None)
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, what: str, every: float = 0.05):
