@@ -26,7 +26,7 @@ from .dispatch import Dispatcher, dispatcher_for_run
 from .models import Run
 from .selectors import run_context
 from .steps import DispatchOp, ModelOp, Operation, OpResult, run_begin, run_record
-from .waiting import call_with_timeout
+from .waiting import TimedOut, call_with_timeout
 
 
 def release_connection() -> None:
@@ -63,12 +63,17 @@ def _execute(op: Operation, run: Run, budget: Budget, adapter: ModelAdapter, dis
         release_connection()
         wait, by_deadline = budget.wait_seconds(run.time_left())
         spec = ModelRequestSpec(context, budget.max_output_tokens, wait, op.index)
-        started = timezone.now()
-        return OpResult(call_with_timeout(lambda: adapter.request(spec), wait), by_deadline, started)
+        return _wait_for(lambda: adapter.request(spec), wait, by_deadline)
     assert isinstance(op, DispatchOp)
     release_connection()
     scope = SessionScope.of(run.session)
     wait, by_deadline = budget.wait_seconds(run.time_left())
+    return _wait_for(lambda: dispatcher.dispatch(op.tool, scope, op.args, op.index), wait, by_deadline)
+
+
+def _wait_for(operation, wait: float, by_deadline: bool) -> OpResult:
+    """Run the operation, waiting at most `wait`; with no time left it is not started at all."""
     started = timezone.now()
-    result = call_with_timeout(lambda: dispatcher.dispatch(op.tool, scope, op.args, op.index), wait)
-    return OpResult(result, by_deadline, started)
+    if wait <= 0:
+        return OpResult(TimedOut(), by_deadline, started)
+    return OpResult(call_with_timeout(operation, wait), by_deadline, started)
