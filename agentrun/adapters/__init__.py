@@ -35,7 +35,7 @@ class Provider:
     """A family of provider models: where its adapter lives and which environment variables it reads."""
 
     family: str
-    module: str  # imported on first use: each SDK takes seconds to import
+    module: str  # defines `Adapter`; imported on first use, since each SDK takes seconds to import
     key_env: str
     base_url_env: str
     default_base_url: str

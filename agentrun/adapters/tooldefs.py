@@ -276,8 +276,10 @@ def describe(payload: Any) -> str:
 
 
 def log_prompt(model: str, index: int, system: str, user: str) -> None:
+    # The system text is ours and fixed (and names the delimiters itself): its size is enough.
     if logging_prompts():
-        log.info("%s request %d prompt (redacted):\n%s\n%s", model, index + 1, redact(system), redact(user))
+        log.info("%s request %d prompt (redacted; system text %d bytes):\n%s", model, index + 1, utf8_len(system),
+                 redact(user))
 
 
 def log_reply(model: str, index: int, payload: Any, usage: TokenUsage) -> None:

@@ -1,0 +1,62 @@
+"""What every provider model is offered, and how a reply's calls become one decision. Pure: no database."""
+from __future__ import annotations
+
+import pytest
+
+from agentrun.adapters.tooldefs import (
+    INSTRUCTIONS, ToolCall, framing_bytes, redact, reply_payload, split_prompt, tool_definitions,
+)
+from agentrun.context import SYSTEM_TEXT, Context, fit_context, utf8_len
+from agentrun.decisions import Call, DraftProposal, Handoff, Malformed, MultipleCalls, parse_reply
+from agentrun.schemas import ARG_SCHEMAS
+
+
+def test_exactly_the_dispatch_table_and_two_decisions_are_offered():
+    defs = tool_definitions()
+    assert [d.name for d in defs] == [*ARG_SCHEMAS, "submit_draft", "hand_off"]
+    for d in defs[:3]:
+        assert d.parameters["additionalProperties"] is False
+        assert set(d.parameters["properties"]) == set(ARG_SCHEMAS[d.name].model_fields)
+    assert defs[4].parameters["required"] == ["reason"]
+
+
+J42 = ToolCall("read_job_status", {"job_id": "J-42"}, "c1")
+
+
+@pytest.mark.parametrize(
+    "calls, text, parsed",
+    [
+        ([J42], "", Call("read_job_status", {"job_id": "J-42"}, "c1")),
+        ([ToolCall("read_job_status", {"job_id": "J-42"})], "", Call("read_job_status", {"job_id": "J-42"}, None)),
+        ([J42], "Let me look.", Call("read_job_status", {"job_id": "J-42"}, "c1")),
+        ([J42, ToolCall("hand_off", {"reason": "x"}, "c2")], "", MultipleCalls(2)),
+        ([], "I think it is the rename.", Malformed("the reply is not a structured decision")),
+        ([], "", Malformed("the reply is not a structured decision")),
+        ([ToolCall("read_job_status", '{"job_id": "J-4', "c1")], "", Malformed("the call's args are missing or not an object")),
+        ([ToolCall("hand_off", "not an object", "h")], "", Malformed("the call's args are missing or not an object")),
+        ([ToolCall("hand_off", {"why": "?"}, "h")], "", Malformed("a handoff must give a reason")),
+        ([ToolCall("hand_off", {"reason": "a person must decide"}, "h")], "", Handoff("a person must decide")),
+        ([ToolCall("submit_draft", {"summary": "s"}, "d")], "", DraftProposal({"summary": "s"})),
+        ([ToolCall("delete_workspace", {}, "x")], "", Call("delete_workspace", {}, "x")),
+    ],
+    ids=["call", "call-without-id", "call-with-text", "two-calls", "text", "nothing", "args-not-json",
+         "decision-args-not-object", "bad-handoff", "handoff", "draft-judged-by-the-loop", "unknown-tool"],
+)
+def test_a_reply_becomes_one_proposal(calls, text, parsed):
+    assert parse_reply(reply_payload(calls, text)) == parsed
+
+
+@pytest.mark.parametrize("cap", [0, 300, 1200, 5000])
+def test_the_split_prompt_stays_within_its_share_plus_the_framing(cap):
+    ctx = fit_context(Context("T-1", "Subject", "Body ü " * 2000, True), cap)
+    system, user = split_prompt(ctx.prompt)
+    assert utf8_len(system) + utf8_len(user) <= utf8_len(ctx.prompt) + framing_bytes([], 0, 0)
+    assert user  # never an empty message
+    if ctx.prompt.startswith(SYSTEM_TEXT):
+        assert system == f"{SYSTEM_TEXT}\n\n{INSTRUCTIONS}"
+
+
+def test_redaction_hides_every_data_block_even_a_cut_one():
+    text = "Ticket T-1:\n<data>\nSubject: secret\n</data>\nE1 from x\n<data>\n{\"a\": \"secret\"}"
+    assert "secret" not in redact(text)
+    assert redact(text).count("bytes redacted") == 2
