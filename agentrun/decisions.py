@@ -13,7 +13,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from .budgets import Budget, Usage, tool_attempts_left
-from .schemas import ARG_SCHEMAS, DraftSchema, HandoffSchema, call_key, normalize_args
+from .schemas import (
+    ARG_SCHEMAS,
+    CONTROL_CHARACTERS,
+    DraftSchema,
+    HandoffSchema,
+    call_key,
+    normalize_args,
+    storable,
+)
 from .statuses import Detail, Status, Stop
 
 
@@ -62,6 +70,7 @@ def parse_reply(payload: Any) -> Proposal:
     """
     if not isinstance(payload, dict):
         return Malformed("the reply is not a structured decision")
+    payload = _storable(payload)
     keys = [k for k in _REPLY_KEYS if k in payload]
     if len(keys) != 1:
         return Malformed(f"the reply must hold exactly one of {', '.join(_REPLY_KEYS)}")
@@ -74,6 +83,17 @@ def parse_reply(payload: Any) -> Proposal:
     if key == "draft":
         return DraftProposal(value)
     return _parse_handoff(value)
+
+
+def _storable(value: Any) -> Any:
+    """The payload with every string made storable (NUL cannot be kept by PostgreSQL)."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, list):
+        return [_storable(v) for v in value]
+    if isinstance(value, dict):
+        return {_storable(k): _storable(v) for k, v in value.items()}
+    return value
 
 
 def _parse_calls(value: Any) -> Proposal:
@@ -96,9 +116,16 @@ def _parse_call(value: Any) -> Proposal:
     if not isinstance(args, dict):
         return Malformed("the call's args are missing or not an object")
     call_id = value.get("id")
-    if call_id is not None and (not isinstance(call_id, str) or not call_id):
-        return Malformed("the call's id must be a non-empty string")
+    if call_id is not None and not _valid_call_id(call_id):
+        return Malformed(f"the call's id must be 1-{MAX_CALL_ID} printable characters")
     return Call(tool=tool, args=args, call_id=call_id)
+
+
+MAX_CALL_ID = 200
+
+
+def _valid_call_id(call_id: Any) -> bool:
+    return isinstance(call_id, str) and 0 < len(call_id) <= MAX_CALL_ID and not CONTROL_CHARACTERS.search(call_id)
 
 
 def _parse_handoff(value: Any) -> Proposal:

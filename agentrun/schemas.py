@@ -7,6 +7,7 @@ clamps `max_results`. The result of both steps is "the normalized arguments".
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
@@ -14,8 +15,23 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 SERVICES = ("export", "api", "auth", "billing")
 
 
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def storable(text: str) -> str:
+    """Model-written text as the database can keep it: PostgreSQL text cannot hold NUL."""
+    return text.replace("\x00", "\ufffd")
+
+
 class ToolArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    @field_validator("*")
+    @classmethod
+    def _printable(cls, value: Any) -> Any:
+        if isinstance(value, str) and CONTROL_CHARACTERS.search(value):
+            raise ValueError("control characters are not allowed")
+        return value
 
 
 class SearchDocsArgs(ToolArgs):

@@ -45,7 +45,7 @@ from .decisions import (
     validate_draft,
 )
 from .models import Approval, ModelRequest, Observation, ReviewPacket, Run, ToolAttempt
-from .schemas import canonical_json
+from .schemas import canonical_json, storable
 from .statuses import Detail, Status, Stop
 from .tools import TOOLS, ToolError, ToolResult
 from .waiting import Finished, Raised, Result, TimedOut
@@ -297,6 +297,9 @@ def _record_model(run: Run, op: ModelOp, res: OpResult, now: datetime) -> Operat
                            reserved_cost_micros=op.reserved_cost_micros)
     request.finished_at, request.latency_ms = now, res.latency_ms
     stop = _settle_request(run, request, res, now)
+    if stop is None and run.cancel_requested:
+        request.outcome = ModelRequest.Outcome.OK
+        stop = Stop(Status.CANCELLED, note="cancelled while the model request was in flight; its reply was not used")
     if stop is None:
         assert isinstance(res.result, Finished)
         nxt = _decide(run, request, parse_reply(res.result.value.payload), now)
@@ -318,9 +321,11 @@ def _settle_request(run: Run, request: ModelRequest, res: OpResult, now: datetim
     if isinstance(outcome, Raised):
         error = outcome.error
         request.outcome = ModelRequest.Outcome.ERROR
-        if isinstance(error, ModelError):
+        if isinstance(error, ModelError) and _is_count(error.usage.input_tokens) and _is_count(
+            error.usage.output_tokens
+        ):
             _charge(run, request, input_tokens=error.usage.input_tokens, output_tokens=error.usage.output_tokens)
-            request.error = str(error)[:2000]
+            request.error = storable(str(error))[:2000]
         else:  # an adapter bug: nobody knows what was spent
             _charge(run, request, whole_reservation=True)
             request.error = f"{type(error).__name__} in the model adapter"
@@ -330,6 +335,10 @@ def _settle_request(run: Run, request: ModelRequest, res: OpResult, now: datetim
         return Stop(Status.MODEL_ERROR, Detail.ERROR, request.error)
     response: ModelResponse = outcome.value
     budget = run.get_budget()
+    if not _is_count(response.usage.input_tokens) or not _is_count(response.usage.output_tokens):
+        _charge(run, request, whole_reservation=True)
+        request.outcome, request.error = ModelRequest.Outcome.ERROR, "the reply's reported usage is not a count"
+        return Stop(Status.DEADLINE) if late else Stop(Status.MODEL_ERROR, Detail.ERROR, request.error)
     _charge(run, request, input_tokens=response.usage.input_tokens, output_tokens=response.usage.output_tokens)
     if late:
         request.outcome = ModelRequest.Outcome.DEADLINE
@@ -338,6 +347,10 @@ def _settle_request(run: Run, request: ModelRequest, res: OpResult, now: datetim
         request.outcome = ModelRequest.Outcome.USAGE_OVERRUN
         return Stop(Status.MODEL_ERROR, Detail.USAGE_OVERRUN, "reported usage above the request's caps")
     return None
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _decide(run: Run, request: ModelRequest, proposal, now: datetime) -> Operation | None:

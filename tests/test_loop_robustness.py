@@ -1,0 +1,130 @@
+"""Model output and timing that once broke the loop: every run still ends with one status and a packet."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.utils import timezone
+
+from agentrun.adapters import ReplayAdapter
+from agentrun.budgets import Budget
+from agentrun.loop import run_advance
+from agentrun.models import Run
+from agentrun.selectors import run_report
+from agentrun.services import run_cancel, run_rewind_clock, run_start
+from agentrun.statuses import TERMINAL
+
+pytestmark = pytest.mark.usefixtures("settle")
+
+J42 = {"call": {"tool": "read_job_status", "args": {"job_id": "J-42"}}}
+DOCS = {"call": {"tool": "search_docs", "args": {"query": "export"}}}
+
+
+class CancelledDuringRequest(ReplayAdapter):
+    """Staff cancel the run while the model request `at` is in flight."""
+
+    def __init__(self, script, run_id, at):
+        super().__init__(script)
+        self.run_id, self.at = run_id, at
+
+    def request(self, spec):
+        if spec.index == self.at:
+            run_cancel(run_id=self.run_id)
+        return super().request(spec)
+
+
+def test_a_run_cancelled_during_a_model_request_dispatches_nothing_more(ticket_t1001):
+    # services.run_cancel: "Cancel a run: at once when no operation is in flight, else before its next one."
+    script = [J42, DOCS, {"handoff": "h"}]
+    run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": script})
+    run = run_advance(run.pk, adapter=CancelledDuringRequest(script, run.pk, at=1))
+    report = run_report(run_id=run.pk)
+    assert report["status"] == "CANCELLED"
+    assert [d["tool"] for d in report["dispatched"]] == ["read_job_status"]  # not search_docs after the cancel
+
+
+class SlowToPrepare(ReplayAdapter):
+    """A model whose request preparation (its prompt overhead) takes a while; records when requests are sent."""
+
+    def __init__(self, script, pause):
+        super().__init__(script)
+        self.pause, self.sent_at = pause, []
+
+    def input_overhead_bytes(self) -> int:
+        time.sleep(self.pause)
+        return 0
+
+    def request(self, spec):
+        self.sent_at.append(timezone.now())
+        return super().request(spec)
+
+
+def test_no_model_request_is_sent_after_the_deadline(ticket_t1001, settle):
+    # CONFORMANCE §3 DEADLINE: "checked before every request and dispatch"; issue 2: nothing after the deadline
+    run = run_start(ticket=ticket_t1001, model_name="replay", budget=Budget.from_mapping({"deadline_seconds": 45}),
+                    model_script={"model": [J42]})
+    run_rewind_clock(run_id=run.pk, elapsed_seconds=44.0)
+    model = SlowToPrepare([J42], pause=1.5)
+    run = run_advance(run.pk, adapter=model)
+    settle()
+    assert run.status == "DEADLINE"
+    deadline = Run.objects.get(pk=run.pk).deadline_at
+    assert all(sent < deadline for sent in model.sent_at), (model.sent_at, deadline)
+
+
+def test_a_reply_reporting_negative_usage_still_ends_the_run_with_a_packet(ticket_t1001):
+    # CONFORMANCE §3: "Every run ends in exactly one of these statuses; no path ends silently."
+    # §2: "A crash or restart can never make a spent request ... disappear"; counters never decrease (issue 2).
+    bad_usage = {"call": {"tool": "read_job_status", "args": {"job_id": "J-42"}},
+                 "usage": {"input_tokens": -100, "output_tokens": 5}}
+    run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": [bad_usage]})
+    try:
+        run_advance(run.pk)
+    except Exception as exc:  # noqa: BLE001
+        pytest.fail(f"the loop raised {exc!r} and left the run {Run.objects.get(pk=run.pk).status}")
+    run.refresh_from_db()
+    assert run.status in TERMINAL
+    assert hasattr(run, "packet") and run.tokens_reserved == 0 and run.tokens_used >= 0
+
+
+
+J42_CALL = {"tool": "read_job_status", "args": {"job_id": "J-42"}}
+DRAFT_E1 = {"summary": "s", "evidence": ["E1"], "open_questions": []}
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        [{"call": {**J42_CALL, "id": "c" * 300}}, {"handoff": "h"}],
+        [{"call": {**J42_CALL, "id": "c\x001"}}, {"handoff": "h"}],
+        [{"handoff": "a person\x00 should look"}],
+        [{"call": J42_CALL}, {"draft": {**DRAFT_E1, "summary": "role\x00 problem"}}],
+        [{"call": J42_CALL}, {"draft": {**DRAFT_E1, "open_questions": ["when\x00?"]}}],
+        [{"call": {"tool": "search_docs", "args": {"query": "exp\x00ort"}}}, {"handoff": "h"}],
+        [{"call": {"tool": "delete\x00workspace", "args": {}}}],
+    ],
+    ids=["call-id-300-chars", "nul-in-call-id", "nul-in-handoff", "nul-in-summary", "nul-in-question",
+         "nul-in-query", "nul-in-tool-name"],
+)
+def test_model_output_the_database_cannot_store_does_not_crash_the_loop(ticket_t1001, script):
+    # Fails on PostgreSQL only (varchar(200) call ids; text and jsonb refuse NUL); SQLite stores these.
+    # CONFORMANCE §3: "Every run ends in exactly one of these statuses; no path ends silently."
+    run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": []})
+    try:
+        run_advance(run.pk, adapter=ReplayAdapter(script))
+    except Exception as exc:  # noqa: BLE001
+        pytest.fail(f"the loop raised {exc!r} and left the run {Run.objects.get(pk=run.pk).status}")
+    run.refresh_from_db()
+    assert run.status in TERMINAL and hasattr(run, "packet")
+
+def test_a_huge_reported_usage_is_a_usage_overrun_counted_as_reported(ticket_t1001):
+    # Fails on PostgreSQL (ModelRequest.input_tokens is a 32-bit integer); passes on SQLite.
+    # CONFORMANCE §2: usage over the caps is usage_overrun, "counted as reported, even when over the caps".
+    huge = {"call": {"tool": "read_job_status", "args": {"job_id": "J-42"}}, "usage": {"input_tokens": 3_000_000_000}}
+    run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": [huge]})
+    try:
+        run_advance(run.pk)
+    except Exception as exc:  # noqa: BLE001
+        pytest.fail(f"the loop raised {exc!r} and left the run {Run.objects.get(pk=run.pk).status}")
+    run.refresh_from_db()
+    assert (run.status, run.detail, run.tokens_used) == ("MODEL_ERROR", "usage_overrun", 3_000_000_000)
