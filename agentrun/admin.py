@@ -17,7 +17,6 @@ from .auth import token_create
 from .dashboard_views import refusal
 from .models import ApiToken, Approval, PacketReview, ReviewPacket, Run
 from .staff import Refused, access_packet, access_run, can, do_answer_approval, do_cancel, do_review
-from .statuses import ACTIVE
 from .timeline import budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
 
 

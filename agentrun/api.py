@@ -5,13 +5,22 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from django.db.models import QuerySet
-from ninja import Field, Path, Query, Router, Schema
+from ninja import Field, Header, Path, Query, Router, Schema
 from ninja import Status as Reply
 from ninja.responses import codes_4xx
 from pydantic import ConfigDict, field_validator
 
 from .models import PacketReview, ReviewPacket, Run
-from .staff import Refused, access_packet, access_run, access_ticket, do_answer_approval, do_cancel, do_investigate, do_review, require
+from .staff import (
+    access_packet,
+    access_run,
+    access_ticket,
+    do_answer_approval,
+    do_cancel,
+    do_investigate,
+    do_review,
+    require,
+)
 from .statuses import Detail, Status
 from .timeline import budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
 
@@ -21,6 +30,7 @@ ERRORS = codes_4xx | frozenset({413, 422})  # ninja's 4xx set leaves out 413 (bo
 MAX_ID = 2**63 - 1
 SAFE_TEXT = r"^[^\x00]*$"
 REF = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"
+IDEMPOTENCY_KEY = r"^[\x21-\x7e]{1,200}$"  # printable ASCII, no spaces
 
 
 class ErrorOut(Schema):
@@ -229,13 +239,14 @@ IdPath = Path(..., ge=1, le=MAX_ID)
 
 
 @router.post("/tickets/{ref}/investigations", response={202: RunOut, ERRORS: ErrorOut})
-def start_investigation(request, ref: str = Path(..., pattern=REF)):
+def start_investigation(
+    request,
+    ref: str = Path(..., pattern=REF),
+    idempotency_key: str | None = Header(None, alias="Idempotency-Key", pattern=IDEMPOTENCY_KEY),
+):
     """Start an investigation of the ticket. A retry with the same `Idempotency-Key` returns the same run."""
-    key = request.headers.get("Idempotency-Key", "")
-    if key and not all(33 <= ord(c) <= 126 for c in key):
-        raise Refused("bad_idempotency_key", "Idempotency-Key must be printable ASCII without spaces.", 400)
     ticket = access_ticket(user=request.auth, ref=ref)
-    run, _created = do_investigate(user=request.auth, ticket=ticket, via="api", idempotency_key=key)
+    run, _created = do_investigate(user=request.auth, ticket=ticket, via="api", idempotency_key=idempotency_key or "")
     return Reply(202, run_out(access_run(user=request.auth, run_id=run.pk)))
 
 

@@ -58,7 +58,7 @@ def test_a_second_start_while_a_run_is_active_is_a_conflict(client, staff_user, 
 
 @pytest.mark.parametrize("key", ["x" * 201, "has space", "ünïcode"])
 def test_bad_idempotency_keys_are_refused(client, staff_user, demo, key):
-    _error(client.post(URL, **bearer(staff_user), HTTP_IDEMPOTENCY_KEY=key), 400, "bad_idempotency_key")
+    _error(client.post(URL, **bearer(staff_user), HTTP_IDEMPOTENCY_KEY=key), 422, "invalid_input")
     assert Run.objects.count() == 0
 
 
