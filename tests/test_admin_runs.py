@@ -102,3 +102,14 @@ def test_waiting_approvals_are_listed_for_supervisors(supervisor_user, ticket_t1
 def test_unknown_run_is_a_clear_404_page(staff_client, demo):
     response = staff_client.get(reverse("admin:agentrun_run_change", args=[999999]))
     assert response.status_code == 404 and "There is no run 999999." in response.content.decode()
+
+
+def test_supervisors_mark_a_job_sensitive_staff_cannot(staff_client, supervisor_client, demo):
+    job = Job.objects.get(ref="J-42")
+    url = reverse("admin:tickets_job_change", args=[job.pk])
+    assert staff_client.post(url, {"sensitive": "on"}).status_code == 403
+    assert not Job.objects.get(pk=job.pk).sensitive
+    response = supervisor_client.post(url, {"sensitive": "on"})
+    assert response.status_code == 302
+    job.refresh_from_db()
+    assert job.sensitive and job.status == "failed" and job.error_code == "EXPORT_ROLE_REQUIRED"

@@ -102,3 +102,11 @@ def test_roles_setup_resets_permissions_that_drifted(db):
     groups[SUPPORT_STAFF].permissions.clear()
     roles_setup()
     assert groups[SUPPORT_STAFF].permissions.count() == len(ROLES[SUPPORT_STAFF])
+
+
+def test_create_api_token_refuses_an_unknown_user(db):
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="no user 'nobody'"):
+        call_command("create_api_token", "nobody")
+    assert ApiToken.objects.count() == 0
