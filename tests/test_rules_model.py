@@ -107,3 +107,10 @@ def test_investigate_names_a_missing_ticket(demo_committed):
 
     with pytest.raises(CommandError, match="T-9999"):
         call_command("investigate", "T-9999", stdout=StringIO())
+
+
+def test_investigate_prints_a_packet_for_a_run_that_did_not_complete(ticket_t1001):
+    text = investigate("--session", "S-ACME-ANON")  # an unverified session may not read the job the ticket names
+    assert "Stop reason: INVALID_OR_FORBIDDEN / forbidden" in text
+    assert "Summary:" not in text
+    assert "Attempted operations:\n  none" in text
