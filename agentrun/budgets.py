@@ -21,19 +21,25 @@ class BudgetError(ValueError):
     """A budget configuration that cannot be used."""
 
 
+# Bounds that keep every figure storable and every sum within 64 bits.
+COUNT_LIMIT = 2**40  # tokens, micro-dollars, requests, attempts
+SECONDS_LIMIT = 366 * 24 * 3600
+PRICE_LIMIT = 10**6  # dollars per million tokens
+
+
 class _BudgetSchema(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    max_model_requests: int = Field(8, ge=0)
-    max_tool_attempts: int = Field(6, ge=0)
-    deadline_seconds: float = Field(45, gt=0)
-    operation_timeout_seconds: float = Field(10, gt=0)
-    max_input_tokens: int = Field(8000, ge=1)
-    max_output_tokens: int = Field(1000, ge=1)
-    max_total_tokens: int = Field(60000, ge=0)
-    max_cost_micros: int = Field(500000, ge=0)
-    max_tool_result_chars: int = Field(4000, ge=1)
-    max_read_retries: int = Field(1, ge=0)
+    max_model_requests: int = Field(8, ge=0, le=COUNT_LIMIT)
+    max_tool_attempts: int = Field(6, ge=0, le=COUNT_LIMIT)
+    deadline_seconds: float = Field(45, gt=0, le=SECONDS_LIMIT)
+    operation_timeout_seconds: float = Field(10, gt=0, le=SECONDS_LIMIT)
+    max_input_tokens: int = Field(8000, ge=1, le=COUNT_LIMIT)
+    max_output_tokens: int = Field(1000, ge=1, le=COUNT_LIMIT)
+    max_total_tokens: int = Field(60000, ge=0, le=COUNT_LIMIT)
+    max_cost_micros: int = Field(500000, ge=0, le=COUNT_LIMIT)
+    max_tool_result_chars: int = Field(4000, ge=1, le=10**7)
+    max_read_retries: int = Field(1, ge=0, le=COUNT_LIMIT)
     input_per_mtok_usd: str = "0"
     output_per_mtok_usd: str = "0"
 
@@ -53,8 +59,8 @@ class _BudgetSchema(BaseModel):
             price = Decimal(text.strip())
         except InvalidOperation as exc:
             raise ValueError(f"not a decimal number: {value!r}") from exc
-        if not price.is_finite() or price < 0:
-            raise ValueError("a price must be a finite number, zero or more")
+        if not price.is_finite() or price < 0 or price > PRICE_LIMIT:
+            raise ValueError(f"a price must be a number from 0 to {PRICE_LIMIT}")
         return str(price)
 
 

@@ -27,7 +27,7 @@ from tickets.selectors import Forbidden, SessionScope, evidence_refs_for_ticket
 from tickets.services import evidence_record
 
 from .adapters.base import ModelError, ModelResponse
-from .budgets import Budget, allowances, check_before_request, cost_micros, tool_attempts_left
+from .budgets import COUNT_LIMIT, Budget, allowances, check_before_request, cost_micros, tool_attempts_left
 from .decisions import (
     AwaitApproval,
     Call,
@@ -276,6 +276,8 @@ def _charge(run: Run, request: ModelRequest, *, input_tokens: int = 0, output_to
     if whole_reservation:
         tokens, cost = request.reserved_tokens, request.reserved_cost_micros
     else:
+        # Counted as reported, up to a ceiling far above any cap (a larger report is an overrun anyway).
+        input_tokens, output_tokens = min(input_tokens, COUNT_LIMIT), min(output_tokens, COUNT_LIMIT)
         tokens, cost = input_tokens + output_tokens, cost_micros(run.get_budget(), input_tokens, output_tokens)
         request.input_tokens, request.output_tokens = input_tokens, output_tokens
     request.charged_tokens, request.charged_cost_micros = tokens, cost

@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from agentrun.adapters import ReplayAdapter
-from agentrun.budgets import Budget
+from agentrun.budgets import Budget, BudgetError
 from agentrun.loop import run_advance
 from agentrun.models import Run
 from agentrun.selectors import run_report
@@ -128,3 +128,45 @@ def test_a_huge_reported_usage_is_a_usage_overrun_counted_as_reported(ticket_t10
         pytest.fail(f"the loop raised {exc!r} and left the run {Run.objects.get(pk=run.pk).status}")
     run.refresh_from_db()
     assert (run.status, run.detail, run.tokens_used) == ("MODEL_ERROR", "usage_overrun", 3_000_000_000)
+
+
+def advance_without_crashing(run: Run, script) -> Run:
+    try:
+        run_advance(run.pk, adapter=ReplayAdapter(script))
+    except Exception as exc:  # noqa: BLE001 - the point of the test
+        pytest.fail(f"the loop raised {exc!r} and left the run {Run.objects.get(pk=run.pk).status}")
+    run.refresh_from_db()
+    return run
+
+
+def test_a_reported_usage_beyond_64_bits_is_a_usage_overrun_not_a_crash(ticket_t1001):
+    # CONFORMANCE §2/§3: usage above the caps is MODEL_ERROR / usage_overrun; "no path ends silently".
+    # Actual: OverflowError (SQLite) / DataError "bigint out of range" (PostgreSQL); the run stays RUNNING.
+    run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": []})
+    run = advance_without_crashing(run, [{**J42, "usage": {"input_tokens": 10**20}}])
+    assert (run.status, run.detail) == ("MODEL_ERROR", "usage_overrun")
+    assert hasattr(run, "packet")
+
+
+@pytest.mark.parametrize(
+    "mapping",
+    [
+        {"max_input_tokens": 10**19, "max_total_tokens": 3 * 10**19},
+        {"max_output_tokens": 10**19, "max_total_tokens": 3 * 10**19},
+        {"deadline_seconds": 10**12},
+    ],
+    ids=["input-cap-beyond-64-bits", "output-cap-beyond-64-bits", "deadline-beyond-the-calendar"],
+)
+def test_a_budget_that_cannot_be_used_is_refused_clearly_or_works(ticket_t1001, mapping):
+    # Budget.from_mapping "raises BudgetError with every problem named"; it accepts these, then
+    # run_start raises OverflowError (deadline) or the first reservation crashes the loop (caps).
+    try:
+        budget = Budget.from_mapping(mapping)
+    except BudgetError:
+        return
+    try:
+        run = run_start(ticket=ticket_t1001, model_name="replay", budget=budget, model_script={"model": []})
+    except Exception as exc:  # noqa: BLE001
+        pytest.fail(f"Budget.from_mapping accepted {mapping} but run_start raised {exc!r}")
+    run = advance_without_crashing(run, [J42, {"handoff": "h"}])
+    assert run.status in TERMINAL
