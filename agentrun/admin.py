@@ -5,6 +5,7 @@ admin never writes a run, a packet or a review itself.
 """
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import Case, IntegerField, Value, When
 from django.http import HttpResponseNotAllowed, HttpResponseRedirect
@@ -14,10 +15,15 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from .auth import token_create
+from .budgets import Budget, BudgetError
+from .config import budget_defaults
 from .dashboard_views import refusal
-from .models import ApiToken, Approval, PacketReview, ReviewPacket, Run
+from .models import ApiToken, Approval, BudgetDefaults, PacketReview, ReviewPacket, Run
 from .staff import Refused, access_packet, access_run, can, do_answer_approval, do_cancel, do_review
 from .timeline import budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
+
+
+PERMISSION_BUDGET = "agentrun.change_budget_defaults"
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -275,3 +281,49 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def revoke(self, request, queryset):
         n = queryset.filter(revoked_at=None).update(revoked_at=timezone.now())
         messages.success(request, f"{n} token(s) revoked.")
+
+
+class BudgetDefaultsForm(forms.ModelForm):
+    class Meta:
+        model = BudgetDefaults
+        fields = BudgetDefaults.FIELDS
+
+    def clean(self):
+        cleaned = super().clean()
+        edited = {name: cleaned.get(name) for name in BudgetDefaults.FIELDS if cleaned.get(name) is not None}
+        try:
+            Budget.from_mapping(budget_defaults(edited))
+        except BudgetError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return cleaned
+
+
+@admin.register(BudgetDefaults)
+class BudgetDefaultsAdmin(admin.ModelAdmin):
+    """Supervisors edit the budget of new runs; a run keeps the budget it started with."""
+
+    form = BudgetDefaultsForm
+    readonly_fields = ["updated_by", "updated_at"]
+
+    def has_module_permission(self, request):
+        return request.user.has_perm(PERMISSION_BUDGET)
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.has_perm(PERMISSION_BUDGET)
+
+    def has_change_permission(self, request, obj=None):
+        return request.user.has_perm(PERMISSION_BUDGET)
+
+    def has_add_permission(self, request):
+        return request.user.has_perm(PERMISSION_BUDGET) and not BudgetDefaults.objects.exists()
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def changelist_view(self, request, extra_context=None):
+        row, _ = BudgetDefaults.objects.get_or_create(pk=1)
+        return HttpResponseRedirect(reverse("admin:agentrun_budgetdefaults_change", args=[row.pk]))
+
+    def save_model(self, request, obj, form, change):
+        obj.pk, obj.updated_by = 1, request.user.get_username()
+        super().save_model(request, obj, form, change)

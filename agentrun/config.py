@@ -1,4 +1,4 @@
-"""Budgets and prices for new runs, from settings. Never from model or document text."""
+"""Budgets and prices for new runs, from settings and supervisors' overrides. Never from model or document text."""
 from __future__ import annotations
 
 from django.conf import settings
@@ -34,14 +34,22 @@ def model_check(model_name: str) -> None:
         raise ConfigError(problem)
 
 
+def budget_defaults(overrides: dict | None = None) -> dict:
+    """Settings' defaults with the supervisors' overrides (or `overrides`, to check an edit) on top."""
+    from .models import BudgetDefaults
+
+    edited = BudgetDefaults.current_overrides() if overrides is None else overrides
+    return {**settings.AGENT_BUDGET_DEFAULTS, **edited}
+
+
 def default_budget(model_name: str) -> Budget:
     """The budget a new run of `model_name` starts with. An unusable or unpriced model fails closed."""
     model_check(model_name)
     prices = model_prices(model_name)
     try:
-        budget = Budget.from_mapping(dict(settings.AGENT_BUDGET_DEFAULTS))
+        budget = Budget.from_mapping(budget_defaults())
     except ValueError as exc:
-        raise ConfigError(f"AGENT_BUDGET_DEFAULTS: {exc}") from None
+        raise ConfigError(f"budget defaults (AGENT_BUDGET_DEFAULTS and the supervisors' overrides): {exc}") from None
     if prices is None:
         if budget.max_cost_micros > 0:
             raise ConfigError(

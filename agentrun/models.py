@@ -284,3 +284,44 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+class BudgetDefaults(models.Model):
+    """Supervisors' overrides of the budget new runs start with; one row. Empty fields keep the default.
+
+    Applied over settings.AGENT_BUDGET_DEFAULTS by agentrun.config.default_budget. A running
+    run keeps the budget it started with.
+    """
+
+    max_model_requests = models.PositiveIntegerField(null=True, blank=True)
+    max_tool_attempts = models.PositiveIntegerField(null=True, blank=True)
+    deadline_seconds = models.FloatField(null=True, blank=True)
+    operation_timeout_seconds = models.FloatField(null=True, blank=True)
+    max_input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    max_total_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    max_cost_micros = models.PositiveBigIntegerField(null=True, blank=True)
+    max_tool_result_chars = models.PositiveIntegerField(null=True, blank=True)
+    max_read_retries = models.PositiveIntegerField(null=True, blank=True)
+    updated_by = models.CharField(max_length=150, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    FIELDS = (
+        "max_model_requests", "max_tool_attempts", "deadline_seconds", "operation_timeout_seconds",
+        "max_input_tokens", "max_output_tokens", "max_total_tokens", "max_cost_micros",
+        "max_tool_result_chars", "max_read_retries",
+    )
+
+    class Meta:
+        verbose_name = verbose_name_plural = "budget defaults"
+
+    def __str__(self) -> str:
+        return "Budget defaults for new runs"
+
+    def overrides(self) -> dict[str, int | float]:
+        return {name: getattr(self, name) for name in self.FIELDS if getattr(self, name) is not None}
+
+    @classmethod
+    def current_overrides(cls) -> dict[str, int | float]:
+        row = cls.objects.filter(pk=1).first()
+        return row.overrides() if row else {}
