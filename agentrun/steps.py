@@ -463,7 +463,9 @@ def _recover_interrupted(run: Run, now: datetime) -> None:
         attempt.outcome, attempt.finished_at = ToolAttempt.Outcome.INTERRUPTED, now
         attempt.save()
         Observation.objects.create(
-            run=run, kind="interrupted", text=f"The {attempt.tool} call was interrupted; it may be proposed again."
+            run=run, kind="interrupted",
+            text=f"The {attempt.tool} call was interrupted and its result is unknown. It counts as the last call"
+            " made: proposing it again next ends the run (no progress).",
         )
 
 

@@ -109,8 +109,25 @@ def test_investigate_names_a_missing_ticket(demo_committed):
         call_command("investigate", "T-9999", stdout=StringIO())
 
 
-def test_investigate_prints_a_packet_for_a_run_that_did_not_complete(ticket_t1001):
-    text = investigate("--session", "S-ACME-ANON")  # an unverified session may not read the job the ticket names
+def test_the_readable_packet_of_a_run_that_did_not_complete(play):
+    from agentrun.management.commands.investigate import render_packet
+
+    report = play([{"call": {"tool": "read_job_status", "args": {"job_id": "J-77"}}}])  # GLOBEX's job
+    text = render_packet(report)
     assert "Stop reason: INVALID_OR_FORBIDDEN / forbidden" in text
     assert "Summary:" not in text
     assert "Attempted operations:\n  none" in text
+
+
+def test_for_an_unverified_session_the_rules_leave_jobs_as_an_open_question(ticket_t1001, anon_session):
+    from agentrun.loop import run_advance
+    from agentrun.selectors import run_report
+    from agentrun.services import run_start
+
+    run = run_start(ticket=ticket_t1001, session=anon_session, model_name="rules")
+    report = run_report(run_id=run_advance(run.pk).pk)
+
+    assert report["status"] == "COMPLETED"
+    assert "read_job_status" not in [d["tool"] for d in report["dispatched"]]
+    assert [d["tool"] for d in report["dispatched"]] == ["read_service_status"]
+    assert any("not verified" in q and "J-42" in q for q in report["packet"]["open_questions"])

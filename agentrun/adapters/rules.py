@@ -69,8 +69,12 @@ class Investigation:
         lowered = self.text.casefold()
         return [name for name, words in SERVICE_WORDS.items() if any(w in lowered for w in words)]
 
+    def job_ids(self) -> list[str]:
+        return list(dict.fromkeys(m.upper() for m in JOB_ID.findall(self.text)))
+
     def next_decision(self) -> dict[str, Any]:
-        for job_id in dict.fromkeys(m.upper() for m in JOB_ID.findall(self.text)):
+        # Job lookups need a verified session; without one they are left as open questions.
+        for job_id in self.job_ids() if self.ctx.session_verified else []:
             if self._untried("read_job_status", {"job_id": job_id}):
                 return {"call": {"tool": "read_job_status", "args": {"job_id": job_id}}}
         for code in self.error_codes():
@@ -121,6 +125,11 @@ class Investigation:
             cited.append(item.ref)
         if not cited:
             return {"handoff": "The rules found nothing to look up in this ticket; a person should read it."}
+        if not self.ctx.session_verified and self.job_ids():
+            questions.append(
+                f"The customer's session is not verified, so {', '.join(self.job_ids())} could not be looked up:"
+                " what do the job records say?"
+            )
         if "renam" in self.text.casefold():
             questions.append("Is the failure related to the workspace rename, or only coincident with it?")
         sentences.append(RULES_NOTE)
