@@ -315,7 +315,8 @@ class BudgetDefaultsAdmin(admin.ModelAdmin):
         return request.user.has_perm(PERMISSION_BUDGET)
 
     def has_add_permission(self, request):
-        return request.user.has_perm(PERMISSION_BUDGET) and not BudgetDefaults.objects.exists()
+        return False  # the one row is made by changelist_view
+
 
     def has_delete_permission(self, request, obj=None):
         return False
