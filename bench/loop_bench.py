@@ -35,6 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/supportagent_bench")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportagent.settings")
+# As in production: with DEBUG on, Django keeps a log of every query per connection.
+os.environ.setdefault("DJANGO_DEBUG", "false")
+os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + uuid.uuid4().hex)
 BROKER = "redis://127.0.0.1:6379/0"
 
 import django  # noqa: E402
