@@ -25,7 +25,8 @@ from .budgets import Budget
 from .dispatch import Dispatcher, dispatcher_for_run
 from .models import Run
 from .selectors import run_context
-from .steps import DispatchOp, ModelOp, Operation, OpResult, run_begin, run_record
+from .operations import DispatchOp, ModelOp, Operation, OpResult
+from .steps import run_begin, run_record
 from .waiting import TimedOut, call_with_timeout
 
 

@@ -15,9 +15,8 @@ from a stale version, is refused and recorded as a discarded late result.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, assert_never
+from typing import assert_never
 
 from django.conf import settings
 from django.db import transaction
@@ -44,11 +43,13 @@ from .decisions import (
     parse_reply,
     validate_draft,
 )
-from .models import Approval, ModelRequest, Observation, ReviewPacket, Run, ToolAttempt
+from .models import Approval, ModelRequest, Observation, Run, ToolAttempt
+from .operations import DispatchOp, ModelOp, Next, Operation, OpResult
+from .packets import packet_write
 from .schemas import canonical_json, storable
 from .statuses import Detail, Status, Stop
 from .tools import TOOLS, ToolError, ToolResult
-from .waiting import Finished, Raised, Result, TimedOut
+from .waiting import Finished, Raised, TimedOut
 
 log = logging.getLogger("agentrun")
 
@@ -57,58 +58,6 @@ STEP_FIELDS = [
     "tokens_reserved", "tokens_used", "cost_reserved_micros", "cost_used_micros", "last_executed_key",
     "pending_call", "evidence_refs", "started_at", "ended_at", "version", "lease_owner", "lease_expires_at",
 ]
-
-
-# --- operations the loop executes between transactions ------------------------
-
-
-@dataclass(frozen=True)
-class ModelOp:
-    request_id: int
-    index: int  # 0-based position among the run's recorded requests
-    reserved_tokens: int
-    reserved_cost_micros: int
-    allowances: dict[str, Any]  # what is left, as of the reservation, shown to the model
-
-
-@dataclass(frozen=True)
-class DispatchOp:
-    attempt_id: int
-    tool: str
-    args: dict[str, Any]
-    index: int  # how many dispatches of this tool the run made before this one
-    call_key: str
-    call_id: str
-    retry_number: int
-
-    @property
-    def call(self) -> NormalizedCall:
-        return NormalizedCall(self.tool, self.args, self.call_id or None)
-
-
-Operation = ModelOp | DispatchOp
-
-
-@dataclass(frozen=True)
-class OpResult:
-    result: Result
-    by_deadline: bool  # the wait was bounded by the deadline, not the operation timeout
-    started_at: datetime
-    finished_at: datetime = field(default_factory=timezone.now)
-
-    @property
-    def latency_ms(self) -> int:
-        return max(int((self.finished_at - self.started_at).total_seconds() * 1000), 0)
-
-
-
-
-@dataclass(frozen=True)
-class Next:
-    """What a step leaves the loop: the operation to execute (None: stop driving) and the run version."""
-
-    op: Operation | None
-    version: int
 
 
 def lease_seconds(budget: Budget) -> float:
@@ -533,34 +482,8 @@ def _stop(run: Run, stop: Stop, now: datetime, *, draft: Draft | None = None) ->
     run.approvals.filter(state__in=[Approval.State.PENDING, Approval.State.GRANTED]).update(
         state=Approval.State.EXPIRED
     )
-    ReviewPacket.objects.create(
-        run=run,
-        summary=draft.summary if draft else None,
-        evidence_refs=list(draft.evidence) if draft else list(run.evidence_refs),
-        attempts=[
-            {"seq": a.seq, "tool": a.tool, "args": a.args, "outcome": a.outcome, "call_id": a.call_id or None,
-             "evidence": a.evidence.ref if a.evidence else None, "error": a.error or None}
-            for a in run.attempts.select_related("evidence")
-        ],
-        open_questions=list(draft.open_questions) if draft else [],
-        stop_reason=stop.status,
-        detail=stop.detail or "",
-        stop_note=stop.note,
-        budget_spent=_budget_spent(run, now),
-        created_at=now,
-    )
+    packet_write(run=run, stop=stop, draft=draft, now=now)
     return None
-
-
-def _budget_spent(run: Run, now: datetime) -> dict[str, Any]:
-    budget = run.get_budget()
-    return {
-        "model_requests": [run.model_requests, budget.max_model_requests],
-        "tool_attempts": [run.tool_attempts, budget.max_tool_attempts],
-        "tokens": [run.tokens_used, budget.max_total_tokens],
-        "cost_micros": [run.cost_used_micros, budget.max_cost_micros],
-        "seconds": [round((now - run.created_at).total_seconds(), 3), budget.deadline_seconds],
-    }
 
 
 def run_requeue(*, run_id: int, grace_seconds: float) -> bool:

@@ -1,0 +1,60 @@
+"""What the loop executes between two steps, and what a step hands back. Plain values."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from .decisions import NormalizedCall
+from .waiting import Result
+
+
+@dataclass(frozen=True)
+class ModelOp:
+    request_id: int
+    index: int  # 0-based position among the run's recorded requests
+    reserved_tokens: int
+    reserved_cost_micros: int
+    allowances: dict[str, Any]  # what is left, as of the reservation, shown to the model
+
+
+@dataclass(frozen=True)
+class DispatchOp:
+    attempt_id: int
+    tool: str
+    args: dict[str, Any]
+    index: int  # how many dispatches of this tool the run made before this one
+    call_key: str
+    call_id: str
+    retry_number: int
+
+    @property
+    def call(self) -> NormalizedCall:
+        return NormalizedCall(self.tool, self.args, self.call_id or None)
+
+
+Operation = ModelOp | DispatchOp
+
+
+@dataclass(frozen=True)
+class OpResult:
+    result: Result
+    by_deadline: bool  # the wait was bounded by the deadline, not the operation timeout
+    started_at: datetime
+    finished_at: datetime = field(default_factory=timezone.now)
+
+    @property
+    def latency_ms(self) -> int:
+        return max(int((self.finished_at - self.started_at).total_seconds() * 1000), 0)
+
+
+
+
+@dataclass(frozen=True)
+class Next:
+    """What a step leaves the loop: the operation to execute (None: stop driving) and the run version."""
+
+    op: Operation | None
+    version: int
