@@ -53,7 +53,11 @@ class Run(models.Model):
         return self.status in ACTIVE
 
     def get_budget(self) -> Budget:
-        return Budget.from_mapping(self.budget)
+        """The run's budget (fixed when the run was created, so read once per instance)."""
+        cached = self.__dict__.get("_budget")
+        if cached is None or cached[0] is not self.budget:
+            cached = self.__dict__["_budget"] = (self.budget, Budget.from_mapping(self.budget))
+        return cached[1]
 
     def usage(self) -> Usage:
         return Usage(

@@ -4,8 +4,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from supportagent.rows import column, field, row_insert, rows_select, table
+from tickets.models import Evidence
+
 from .decisions import Draft
-from .models import ReviewPacket, Run
+from .models import ReviewPacket, Run, ToolAttempt
 from .statuses import Stop
 
 
@@ -15,15 +18,11 @@ def packet_write(*, run: Run, stop: Stop, draft: Draft | None, now: datetime) ->
     Evidence: the references the draft cites (each once, in citing order), else
     every reference the run produced or reused, in order of first appearance.
     """
-    return ReviewPacket.objects.create(
+    packet = ReviewPacket(
         run=run,
         summary=draft.summary if draft else None,
         evidence_refs=list(draft.evidence) if draft else list(run.evidence_refs),
-        attempts=[
-            {"seq": a.seq, "tool": a.tool, "args": a.args, "outcome": a.outcome, "call_id": a.call_id or None,
-             "evidence": a.evidence.ref if a.evidence else None, "error": a.error or None}
-            for a in run.attempts.select_related("evidence")
-        ],
+        attempts=_attempts(run),
         open_questions=list(draft.open_questions) if draft else [],
         stop_reason=stop.status,
         detail=stop.detail or "",
@@ -31,6 +30,27 @@ def packet_write(*, run: Run, stop: Stop, draft: Draft | None, now: datetime) ->
         budget_spent=budget_spent(run, now),
         created_at=now,
     )
+    row_insert(packet)
+    return packet
+
+
+_ATTEMPT_FIELDS = ("seq", "tool", "args", "outcome", "call_id", "error")
+
+
+def _attempts(run: Run) -> list[dict[str, Any]]:
+    """The run's attempts in order, each with the evidence it produced."""
+    fields = [*(field(ToolAttempt, name) for name in _ATTEMPT_FIELDS), field(Evidence, "number")]
+    columns = ", ".join(f"a.{column(ToolAttempt, name)}" for name in _ATTEMPT_FIELDS)
+    sql = (
+        f"SELECT {columns}, e.{column(Evidence, 'number')} FROM {table(ToolAttempt)} a"
+        f" LEFT JOIN {table(Evidence)} e ON e.{column(Evidence, 'id')} = a.{column(ToolAttempt, 'evidence')}"
+        f" WHERE a.{column(ToolAttempt, 'run')} = %s ORDER BY a.{column(ToolAttempt, 'seq')}"
+    )
+    return [
+        {"seq": seq, "tool": tool, "args": args, "outcome": outcome, "call_id": call_id or None,
+         "evidence": f"E{number}" if number is not None else None, "error": error or None}
+        for seq, tool, args, outcome, call_id, error, number in rows_select(fields, sql, [run.pk])
+    ]
 
 
 def budget_spent(run: Run, now: datetime) -> dict[str, Any]:

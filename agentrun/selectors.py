@@ -3,29 +3,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import connection
 from django.utils import timezone
+
+from supportagent.rows import column, field, rows_convert, table
 
 from tickets.models import Evidence
 
 from .budgets import Budget
 from .context import AttemptItem, Context, EvidenceItem, fit_context
-from .models import Observation, Run
+from .models import Observation, Run, ToolAttempt
 from .statuses import Status
 
 
 def run_context(*, run: Run, budget: Budget, shown_allowances: dict[str, Any], reserve_bytes: int = 0) -> Context:
     """The ticket, its evidence (each item once), this run's lookups and recent problems, fitted to the cap."""
     ticket = run.ticket
-    evidence = tuple(
-        EvidenceItem(e.ref, e.tool, e.args, e.content, e.source_ref, e.truncated)
-        for e in Evidence.objects.filter(ticket_id=ticket.pk).order_by("number")
-    )
-    attempts = tuple(
-        AttemptItem(a.tool, a.args, a.outcome, a.evidence.ref if a.evidence else "")
-        for a in run.attempts.select_related("evidence").order_by("seq")
-    )
-    shown = run.observations.exclude(kind=Observation.DISCARDED).order_by("-id")
-    notes = tuple(reversed(shown.values_list("text", flat=True)[:5]))
+    evidence, attempts, notes = _shown(ticket_id=ticket.pk, run_id=run.pk)
     ctx = Context(
         ticket_ref=ticket.ref,
         subject=ticket.subject,
@@ -37,6 +31,46 @@ def run_context(*, run: Run, budget: Budget, shown_allowances: dict[str, Any], r
         allowances=shown_allowances,
     )
     return fit_context(ctx, max(budget.max_input_tokens - reserve_bytes, 0))
+
+
+def _columns(model) -> dict[str, str]:
+    return {f.name: column(model, f.name) for f in model._meta.concrete_fields}
+
+
+def _shown(*, ticket_id: int, run_id: int, last_notes: int = 5):
+    """The ticket's evidence, the run's attempts and its last few notes to the model.
+
+    One statement in three parts, each in order: evidence by number, attempts
+    by sequence, notes oldest first.
+    """
+    e, a, n = _columns(Evidence), _columns(ToolAttempt), _columns(Observation)
+    sql = (
+        f"SELECT 0, e.{e['number']}, e.{e['number']}, e.{e['tool']}, e.{e['args']}, e.{e['content']},"
+        f" e.{e['source_ref']}, e.{e['truncated']} FROM {table(Evidence)} e WHERE e.{e['ticket']} = %s"
+        f" UNION ALL SELECT 1, a.{a['seq']}, x.{e['number']}, a.{a['tool']}, a.{a['args']}, a.{a['outcome']},"
+        f" NULL, NULL FROM {table(ToolAttempt)} a LEFT JOIN {table(Evidence)} x ON x.{e['id']} = a.{a['evidence']}"
+        f" WHERE a.{a['run']} = %s"
+        f" UNION ALL SELECT 2, n.{n['id']}, NULL, NULL, NULL, n.{n['text']}, NULL, NULL FROM"
+        f" (SELECT {n['id']}, {n['text']} FROM {table(Observation)} WHERE {n['run']} = %s AND {n['kind']} <> %s"
+        f" ORDER BY {n['id']} DESC LIMIT {int(last_notes)}) n"
+        " ORDER BY 1, 2"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [ticket_id, run_id, run_id, Observation.DISCARDED])
+        rows = cursor.fetchall()
+    fields = [field(Evidence, name) for name in ("number", "tool", "args", "content", "source_ref", "truncated")]
+    evidence, attempts, notes = [], [], []
+    for part, _, number, tool, args, text, source_ref, truncated in rows:
+        if part == 0:
+            number, tool, args, text, source_ref, truncated = rows_convert(
+                fields, [(number, tool, args, text, source_ref, truncated)])[0]
+            evidence.append(EvidenceItem(f"E{number}", tool, args, text, source_ref, truncated))
+        elif part == 1:
+            args = rows_convert(fields[2:3], [(args,)])[0][0]
+            attempts.append(AttemptItem(tool, args, text, f"E{number}" if number is not None else ""))
+        else:
+            notes.append(text)
+    return tuple(evidence), tuple(attempts), tuple(notes)
 
 
 def run_report(*, run_id: int, elapsed_seconds: float | None = None, name: str | None = None) -> dict[str, Any]:

@@ -15,13 +15,17 @@ from a stale version, is refused and recorded as a discarded late result.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 from typing import assert_never
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from supportagent.rows import column, columns, row_from, row_insert, row_update, table, width
+from tickets.models import CustomerSession
 from tickets.selectors import Forbidden, SessionScope, evidence_refs_for_ticket
 from tickets.services import evidence_record
 
@@ -128,7 +132,49 @@ def _discard_late_result(run: Run, op: Operation, owner: str) -> None:
 
 
 def _locked(run_id: int) -> Run:
-    return Run.objects.select_for_update(of=("self",)).select_related("session").get(pk=run_id)
+    """The run, row-locked until the transaction ends, with its customer session and its row tallies.
+
+    One statement: the run's columns, its session's (a session can be verified
+    or revoked while a run goes on), and how many request and attempt rows the
+    run has, so that a step numbers what it reserves without reading again.
+    """
+    connection = transaction.get_connection()
+    with connection.cursor() as cursor:
+        cursor.execute(_locked_sql(connection.features.has_select_for_update), [*TOOLS, run_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise Run.DoesNotExist(f"no run {run_id}")
+    n = width(Run)
+    m = n + width(CustomerSession)
+    run = row_from(Run, row[:n], alias=connection.alias)
+    run.session = row_from(CustomerSession, row[n:m], alias=connection.alias)
+    requests, attempts, *per_tool = row[m:]
+    run.tally = Tally(requests, attempts, dict(zip(TOOLS, per_tool)))
+    return run
+
+
+@dataclass
+class Tally:
+    """How many request and attempt rows a locked run has; kept up to date as a step reserves more."""
+
+    requests: int
+    attempts: int
+    per_tool: dict[str, int]
+
+
+@cache
+def _locked_sql(lock: bool) -> str:
+    run_fk, tool = column(ToolAttempt, "run"), column(ToolAttempt, "tool")
+    per_tool = "".join(
+        f", (SELECT COUNT(*) FROM {table(ToolAttempt)} t WHERE t.{run_fk} = r.id AND t.{tool} = %s)" for _ in TOOLS
+    )
+    return (
+        f"SELECT {columns(Run, 'r.')}, {columns(CustomerSession, 's.')},"
+        f" (SELECT COUNT(*) FROM {table(ModelRequest)} q WHERE q.{column(ModelRequest, 'run')} = r.id),"
+        f" (SELECT COUNT(*) FROM {table(ToolAttempt)} t WHERE t.{run_fk} = r.id){per_tool}"
+        f" FROM {table(Run)} r JOIN {table(CustomerSession)} s ON s.id = r.{column(Run, 'session')}"
+        f" WHERE r.id = %s" + (" FOR UPDATE OF r" if lock else "")
+    )
 
 
 def run_lock(*, run_id: int) -> Run:
@@ -151,7 +197,7 @@ def _save(run: Run, now: datetime) -> None:
         run.lease_expires_at = now + timedelta(seconds=lease_seconds(run.get_budget()))
     else:
         run.lease_owner, run.lease_expires_at = "", None
-    run.save(update_fields=STEP_FIELDS)
+    row_update(run, STEP_FIELDS)
 
 
 def run_expire(*, run_id: int) -> bool:
@@ -186,14 +232,16 @@ def _plan_request(run: Run, now: datetime) -> Operation | None:
     stop = check_before_request(budget, run.usage(), run.time_left(now))
     if stop is not None:
         return _stop(run, stop, now)
-    index = run.model_request_rows.count()
-    request = ModelRequest.objects.create(
+    index = run.tally.requests
+    run.tally.requests += 1
+    request = ModelRequest(
         run=run,
         seq=index + 1,
         reserved_tokens=budget.reserved_tokens_per_request,
         reserved_cost_micros=budget.reserved_cost_per_request,
         started_at=now,
     )
+    row_insert(request)
     run.model_requests += 1
     run.tokens_reserved += request.reserved_tokens
     run.cost_reserved_micros += request.reserved_cost_micros
@@ -202,10 +250,10 @@ def _plan_request(run: Run, now: datetime) -> Operation | None:
 
 
 def _reserve_attempt(run: Run, call: NormalizedCall, now: datetime, *, retry_number: int = 0) -> DispatchOp:
-    tools_so_far = list(run.attempts.values_list("tool", flat=True))
-    attempt = ToolAttempt.objects.create(
+    tally = run.tally
+    attempt = ToolAttempt(
         run=run,
-        seq=len(tools_so_far) + 1,
+        seq=tally.attempts + 1,
         call_id=call.call_id or "",
         tool=call.tool,
         args=call.args,
@@ -213,10 +261,12 @@ def _reserve_attempt(run: Run, call: NormalizedCall, now: datetime, *, retry_num
         retry_number=retry_number,
         started_at=now,
     )
+    row_insert(attempt)
+    index = tally.per_tool[call.tool]
+    tally.attempts, tally.per_tool[call.tool] = tally.attempts + 1, index + 1
     run.tool_attempts += 1
     run.last_executed_key = call.key
-    return DispatchOp(attempt.pk, call.tool, call.args, tools_so_far.count(call.tool), call.key,
-                      attempt.call_id, retry_number)
+    return DispatchOp(attempt.pk, call.tool, call.args, index, call.key, attempt.call_id, retry_number)
 
 
 def _charge(run: Run, request: ModelRequest, *, input_tokens: int = 0, output_tokens: int = 0,
@@ -254,7 +304,7 @@ def _record_model(run: Run, op: ModelOp, res: OpResult, now: datetime) -> Operat
     if stop is None:
         assert isinstance(res.result, Finished)
         nxt = _decide(run, request, parse_reply(res.result.value.payload), now)
-    request.save(update_fields=REQUEST_RESULT_FIELDS)
+    row_update(request, REQUEST_RESULT_FIELDS)
     return _stop(run, stop, now) if stop is not None else nxt
 
 
@@ -431,7 +481,7 @@ def _record_dispatch(run: Run, op: DispatchOp, res: OpResult, now: datetime) -> 
         attempt.error = _tool_error_text(outcome.error)
     else:
         _record_result(run, attempt, outcome.value)
-    attempt.save(update_fields=ATTEMPT_RESULT_FIELDS)
+    row_update(attempt, ATTEMPT_RESULT_FIELDS)
     if run.time_left(now) <= 0 or (isinstance(outcome, TimedOut) and res.by_deadline):
         return _stop(run, Stop(Status.DEADLINE, note=f"the deadline passed during {op.tool}"), now)
     budget = run.get_budget()
@@ -479,11 +529,17 @@ def _stop(run: Run, stop: Stop, now: datetime, *, draft: Draft | None = None) ->
     run.cost_used_micros += run.cost_reserved_micros
     run.tokens_reserved = run.cost_reserved_micros = 0
     run.pending_call = None
-    run.approvals.filter(state__in=[Approval.State.PENDING, Approval.State.GRANTED]).update(
-        state=Approval.State.EXPIRED
-    )
+    _expire_approvals(run)
     packet_write(run=run, stop=stop, draft=draft, now=now)
     return None
+
+
+def _expire_approvals(run: Run) -> None:
+    """Approvals still open when a run ends can no longer be used."""
+    state = column(Approval, "state")
+    sql = f"UPDATE {table(Approval)} SET {state} = %s WHERE {column(Approval, 'run')} = %s AND {state} IN (%s, %s)"
+    with transaction.get_connection().cursor() as cursor:
+        cursor.execute(sql, [Approval.State.EXPIRED, run.pk, Approval.State.PENDING, Approval.State.GRANTED])
 
 
 def run_requeue(*, run_id: int, grace_seconds: float) -> bool:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from django.db import connection
 from django.db.models import F
 
+from supportagent.rows import column, field, row_find, rows_select, table
+
 from .models import CustomerSession, DocumentRevision, Evidence, Job, Service
 
 
@@ -31,11 +33,7 @@ def job_get_for_session(*, scope: SessionScope, job_ref: str) -> Job:
     """The job, if this session may read it: verified, and the job is its own account's."""
     if not scope.verified:
         raise Forbidden("job lookups need a verified session")
-    job = (
-        Job.objects.select_related("requested_by")
-        .filter(ref=job_ref, account_id=scope.account_id)
-        .first()
-    )
+    job = row_find(Job, ref=job_ref, account=scope.account_id)
     if job is None:
         raise Forbidden("no such job for this session")
     return job
@@ -115,4 +113,6 @@ def excerpt(text: str, terms: list[str], width: int = 240) -> str:
 
 
 def evidence_refs_for_ticket(*, ticket_id: int) -> set[str]:
-    return {f"E{n}" for n in Evidence.objects.filter(ticket_id=ticket_id).values_list("number", flat=True)}
+    number = field(Evidence, "number")
+    sql = f"SELECT {column(Evidence, 'number')} FROM {table(Evidence)} WHERE {column(Evidence, 'ticket')} = %s"
+    return {f"E{n}" for (n,) in rows_select([number], sql, [ticket_id])}

@@ -7,6 +7,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from supportagent.rows import row_find, row_insert, row_update
+
 from .models import Evidence, Ticket
 
 
@@ -22,17 +24,26 @@ def evidence_record(
 
     Numbering is per ticket (E1, E2, …) in order of first appearance; it is
     given under the ticket's row lock, so it must run inside a transaction.
+    Evidence is never changed or removed, so an identical item found before
+    taking the lock is the one to reuse.
     """
     assert transaction.get_connection().in_atomic_block, "evidence_record needs a transaction"
     digest = evidence_content_hash(tool=tool, args_key=args_key, content=content)
-    ticket = Ticket.objects.select_for_update().only("id", "evidence_count").get(pk=ticket_id)
-    existing = Evidence.objects.filter(ticket_id=ticket_id, content_hash=digest).first()
+    existing = row_find(Evidence, ticket=ticket_id, content_hash=digest)
+    if existing is not None:
+        return existing
+    ticket = row_find(Ticket, lock=True, pk=ticket_id)
+    if ticket is None:
+        raise Ticket.DoesNotExist(f"no ticket {ticket_id}")
+    existing = row_find(Evidence, ticket=ticket_id, content_hash=digest)  # recorded while we waited for the lock
     if existing is not None:
         return existing
     ticket.evidence_count += 1
-    ticket.save(update_fields=["evidence_count"])
-    return Evidence.objects.create(
+    row_update(ticket, ["evidence_count"])
+    evidence = Evidence(
         ticket_id=ticket_id, number=ticket.evidence_count, tool=tool, args=args, content=content,
         content_hash=digest, source_ref=source_ref[:200], truncated=truncated,
         captured_at=timezone.now(), run_id=run_id,
     )
+    row_insert(evidence)
+    return evidence
