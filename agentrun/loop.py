@@ -55,7 +55,8 @@ def run_advance(run_id: int, *, adapter: ModelAdapter | None = None, dispatcher:
     step = run_begin(run_id=run_id, owner=owner)
     while step.op is not None:
         result = _execute(step.op, run, budget, adapter, dispatcher)
-        step = run_record(run_id=run_id, owner=owner, version=step.version, op=step.op, result=result)
+        step = run_record(run_id=run_id, owner=owner, version=step.version, op=step.op, result=result,
+                          tally=step.tally)
     return row_get(Run, run_id)
 
 

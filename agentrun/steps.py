@@ -15,7 +15,7 @@ from a stale version, is refused and recorded as a discarded late result.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import datetime, timedelta
 from functools import cache
 from typing import assert_never
@@ -48,7 +48,7 @@ from .decisions import (
     validate_draft,
 )
 from .models import Approval, ModelRequest, Observation, Run, ToolAttempt
-from .operations import DispatchOp, ModelOp, Next, Operation, OpResult
+from .operations import DispatchOp, ModelOp, Next, Operation, OpResult, Tally
 from .packets import packet_write
 from .schemas import canonical_json, storable
 from .statuses import Detail, Status, Stop
@@ -82,7 +82,7 @@ def run_begin(*, run_id: int, owner: str) -> Next:
         run = _locked(run_id)
         now = timezone.now()
         if not run.is_active or _held_by_other(run, owner, now):
-            return Next(None, run.version)
+            return Next(None, run.version, run.tally)
         if run.status == Status.WAITING_APPROVAL:
             op = _resume_approved(run, now)
         else:
@@ -93,17 +93,20 @@ def run_begin(*, run_id: int, owner: str) -> Next:
             op = _plan_request(run, now)
         run.lease_owner = owner if op is not None else ""
         _save(run, now)
-        return Next(op, run.version)
+        return Next(op, run.version, run.tally)
 
 
-def run_record(*, run_id: int, owner: str, version: int, op: Operation, result: OpResult) -> Next:
+def run_record(*, run_id: int, owner: str, version: int, op: Operation, result: OpResult,
+               tally: Tally | None = None) -> Next:
     """Record what `op` returned, decide, and reserve the next operation (or stop).
 
     Refused, and recorded as a discarded late result, unless `owner` still
-    holds the run at `version`.
+    holds the run at `version`. `tally` is what the previous step handed back:
+    only the holder of the run at its current version adds request and attempt
+    rows, so it is still right whenever the write is allowed (read when absent).
     """
     with transaction.atomic():
-        run = _locked(run_id)
+        run = _locked(run_id, tally)
         now = timezone.now()
         if run.lease_owner != owner or run.version != version or not run.is_active:
             _discard_late_result(run, op, owner)
@@ -113,7 +116,7 @@ def run_record(*, run_id: int, owner: str, version: int, op: Operation, result: 
         else:
             nxt = _record_dispatch(run, op, result, now)
         _save(run, now)
-        return Next(nxt, run.version)
+        return Next(nxt, run.version, run.tally)
 
 
 def _held_by_other(run: Run, owner: str, now: datetime) -> bool:
@@ -131,16 +134,21 @@ def _discard_late_result(run: Run, op: Operation, owner: str) -> None:
     )
 
 
-def _locked(run_id: int) -> Run:
-    """The run, row-locked until the transaction ends, with its customer session and its row tallies.
+def _locked(run_id: int, tally: Tally | None = None) -> Run:
+    """The run, row-locked until the transaction ends, with its customer session and its row tally.
 
     One statement: the run's columns, its session's (a session can be verified
-    or revoked while a run goes on), and how many request and attempt rows the
-    run has, so that a step numbers what it reserves without reading again.
+    or revoked while a run goes on) and, unless `tally` is given, how many
+    request and attempt rows the run has, so that a step numbers what it
+    reserves without reading again.
     """
     connection = transaction.get_connection()
+    lock = connection.features.has_select_for_update
     with connection.cursor() as cursor:
-        cursor.execute(_locked_sql(connection.features.has_select_for_update), [*TOOLS, run_id])
+        if tally is None:
+            cursor.execute(_locked_sql(lock, tally=True), [*TOOLS, run_id])
+        else:
+            cursor.execute(_locked_sql(lock, tally=False), [run_id])
         row = cursor.fetchone()
     if row is None:
         raise Run.DoesNotExist(f"no run {run_id}")
@@ -148,30 +156,24 @@ def _locked(run_id: int) -> Run:
     m = n + width(CustomerSession)
     run = row_from(Run, row[:n], alias=connection.alias)
     run.session = row_from(CustomerSession, row[n:m], alias=connection.alias)
-    requests, attempts, *per_tool = row[m:]
-    run.tally = Tally(requests, attempts, dict(zip(TOOLS, per_tool)))
+    if tally is None:
+        requests, attempts, *per_tool = row[m:]
+        tally = Tally(requests, attempts, tuple(zip(TOOLS, per_tool)))
+    run.tally = tally
     return run
 
 
-@dataclass
-class Tally:
-    """How many request and attempt rows a locked run has; kept up to date as a step reserves more."""
-
-    requests: int
-    attempts: int
-    per_tool: dict[str, int]
-
-
 @cache
-def _locked_sql(lock: bool) -> str:
+def _locked_sql(lock: bool, *, tally: bool) -> str:
     run_fk, tool = column(ToolAttempt, "run"), column(ToolAttempt, "tool")
-    per_tool = "".join(
-        f", (SELECT COUNT(*) FROM {table(ToolAttempt)} t WHERE t.{run_fk} = r.id AND t.{tool} = %s)" for _ in TOOLS
+    counts = (
+        f", (SELECT COUNT(*) FROM {table(ModelRequest)} q WHERE q.{column(ModelRequest, 'run')} = r.id),"
+        f" (SELECT COUNT(*) FROM {table(ToolAttempt)} t WHERE t.{run_fk} = r.id)"
+        + "".join(f", (SELECT COUNT(*) FROM {table(ToolAttempt)} t WHERE t.{run_fk} = r.id AND t.{tool} = %s)"
+                  for _ in TOOLS)
     )
     return (
-        f"SELECT {columns(Run, 'r.')}, {columns(CustomerSession, 's.')},"
-        f" (SELECT COUNT(*) FROM {table(ModelRequest)} q WHERE q.{column(ModelRequest, 'run')} = r.id),"
-        f" (SELECT COUNT(*) FROM {table(ToolAttempt)} t WHERE t.{run_fk} = r.id){per_tool}"
+        f"SELECT {columns(Run, 'r.')}, {columns(CustomerSession, 's.')}{counts if tally else ''}"
         f" FROM {table(Run)} r JOIN {table(CustomerSession)} s ON s.id = r.{column(Run, 'session')}"
         f" WHERE r.id = %s" + (" FOR UPDATE OF r" if lock else "")
     )
@@ -233,7 +235,7 @@ def _plan_request(run: Run, now: datetime) -> Operation | None:
     if stop is not None:
         return _stop(run, stop, now)
     index = run.tally.requests
-    run.tally.requests += 1
+    run.tally = replace(run.tally, requests=index + 1)
     request = ModelRequest(
         run=run,
         seq=index + 1,
@@ -262,8 +264,8 @@ def _reserve_attempt(run: Run, call: NormalizedCall, now: datetime, *, retry_num
         started_at=now,
     )
     row_insert(attempt)
-    index = tally.per_tool[call.tool]
-    tally.attempts, tally.per_tool[call.tool] = tally.attempts + 1, index + 1
+    index = tally.of(call.tool)
+    run.tally = tally.after_attempt(call.tool)
     run.tool_attempts += 1
     run.last_executed_key = call.key
     return DispatchOp(attempt.pk, call.tool, call.args, index, call.key, attempt.call_id, retry_number)

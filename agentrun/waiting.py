@@ -1,11 +1,12 @@
 """Waiting for slow I/O at most so long.
 
-The operation runs in a daemon thread; the loop waits for it at most
-`timeout` seconds and moves on. A result that arrives later goes nowhere: it
+The operation runs in a daemon thread (reused once idle); the loop waits for
+it at most `timeout` seconds and moves on. A result that arrives later goes nowhere: it
 can never authorize another action.
 """
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,17 +36,63 @@ Result = Finished | Raised | TimedOut
 def call_with_timeout(fn: Callable[[], Any], timeout: float) -> Result:
     box: list[Result] = []
     done = threading.Event()
-
-    def target() -> None:
-        try:
-            box.append(Finished(fn()))
-        except BaseException as exc:  # handed to the loop, which records it
-            box.append(Raised(exc))
-        finally:
-            connections.close_all()  # this thread's own connections
-            done.set()
-
-    threading.Thread(target=target, name="agentrun-operation", daemon=True).start()
+    runner = _runner()
+    with _idle_lock:
+        _busy.add(runner)
+    runner.jobs.put((fn, box, done))
     if done.wait(max(timeout, 0.0)):
         return box[0]
     return TimedOut()
+
+
+class _Runner(threading.Thread):
+    """A daemon thread that runs operations one at a time, and offers itself again when idle.
+
+    Starting a thread and its database connection state for every operation
+    costs more than most operations; an idle runner is reused instead. A runner
+    still busy with an operation the loop gave up on is simply not offered
+    until that operation returns, so a stuck call never holds up the next.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(name="agentrun-operation", daemon=True)
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+
+    def run(self) -> None:
+        while True:
+            fn, box, done = self.jobs.get()
+            try:
+                box.append(Finished(fn()))
+            except BaseException as exc:  # handed to the loop, which records it
+                box.append(Raised(exc))
+            finally:
+                connections.close_all()  # this thread's own connections go back (to the pool, if any)
+                done.set()
+            with _idle_lock:
+                _busy.discard(self)
+                _settled.notify_all()
+                if len(_idle) >= MAX_IDLE_RUNNERS:
+                    return
+                _idle.append(self)
+
+
+MAX_IDLE_RUNNERS = 64
+_idle: list[_Runner] = []
+_busy: set[_Runner] = set()
+_idle_lock = threading.Lock()
+_settled = threading.Condition(_idle_lock)
+
+
+def operations_settle(timeout: float) -> bool:
+    """Wait until no operation is running, including those the loop stopped waiting for. False on timeout."""
+    with _settled:
+        return _settled.wait_for(lambda: not _busy, timeout)
+
+
+def _runner() -> _Runner:
+    with _idle_lock:
+        if _idle:
+            return _idle.pop()
+    runner = _Runner()
+    runner.start()
+    return runner

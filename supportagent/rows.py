@@ -19,6 +19,7 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 from django.db import connections, models, router
+from django.db.transaction import TransactionManagementError
 
 M = TypeVar("M", bound=models.Model)
 
@@ -64,6 +65,8 @@ def row_get(model: type[M], pk: Any, *, lock: bool = False) -> M | None:
 def row_find(model: type[M], *, lock: bool = False, **where: Any) -> M | None:
     """The first row whose columns equal `where` (field names; `pk` for the key) as an instance, or None."""
     connection = _conn(model, write=lock)
+    if lock and not connection.in_atomic_block:
+        raise TransactionManagementError("row_find(lock=True) needs a transaction to hold the lock")
     fields = _fields(model, None)
     keys = tuple(model._meta.pk.name if name == "pk" else name for name in where)
     params = [f.get_db_prep_value(value, connection) for f, value in zip(_fields(model, keys), where.values())]

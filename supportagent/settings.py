@@ -106,8 +106,6 @@ def _database() -> dict:
         config.setdefault("OPTIONS", {})["pool"] = {
             "min_size": 1, "max_size": env_int("DATABASE_POOL_MAX", 16), "timeout": 20,
         }
-        if env_bool("DATABASE_SERVER_BINDING", False):
-            config["OPTIONS"]["server_side_binding"] = True
         return config
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     return {

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from agentrun.scenarios import Scenario, run_scenario
+from agentrun.waiting import operations_settle
 from tickets.demo import seed_demo
 from tickets.models import CustomerSession, Ticket
 
@@ -59,11 +60,7 @@ def play(demo_committed):
 
 
 def _join_operations(timeout: float = 15.0) -> None:
-    import threading
-
-    for thread in threading.enumerate():
-        if thread.name == "agentrun-operation":
-            thread.join(timeout)
+    assert operations_settle(timeout), "an operation the loop gave up on is still running"
 
 
 @pytest.fixture

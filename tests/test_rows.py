@@ -1,0 +1,85 @@
+"""supportagent.rows: statements built once must read and write exactly what the ORM would."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import transaction
+from django.db.transaction import TransactionManagementError
+from django.utils import timezone
+
+from supportagent.rows import column, field, row_find, row_get, row_insert, row_update, rows_select, table
+from tickets.models import Evidence, Job, Ticket
+
+
+@pytest.fixture
+def ticket(demo) -> Ticket:
+    return Ticket.objects.get(ref="T-1001")
+
+
+def _evidence(ticket: Ticket, **overrides) -> Evidence:
+    values = dict(
+        ticket=ticket, number=90, tool="search_docs", args={"query": "é\u2028x", "max_results": 3},
+        content='{"results": []}', content_hash="h" * 64, source_ref="", truncated=True,
+        captured_at=timezone.now().replace(microsecond=123456),
+    )
+    return Evidence(**(values | overrides))
+
+
+def test_an_inserted_row_reads_back_as_the_orm_reads_it(ticket):
+    evidence = _evidence(ticket)
+    row_insert(evidence)
+    assert evidence.pk is not None and not evidence._state.adding
+    by_orm = Evidence.objects.get(pk=evidence.pk)
+    by_rows = row_get(Evidence, evidence.pk)
+    for f in Evidence._meta.concrete_fields:
+        assert getattr(by_rows, f.attname) == getattr(by_orm, f.attname) == getattr(evidence, f.attname), f.name
+    assert by_rows.args == {"query": "é\u2028x", "max_results": 3}
+    assert by_rows.truncated is True
+    assert by_rows.captured_at.tzinfo is not None
+
+
+def test_an_update_writes_only_the_named_fields(ticket):
+    evidence = _evidence(ticket)
+    row_insert(evidence)
+    evidence.tool, evidence.args, evidence.source_ref = "read_job_status", {"job_id": "J-1"}, "changed in memory only"
+    assert row_update(evidence, ["tool", "args"]) == 1
+    stored = Evidence.objects.get(pk=evidence.pk)
+    assert (stored.tool, stored.args, stored.source_ref) == ("read_job_status", {"job_id": "J-1"}, "")
+
+
+def test_an_update_of_a_missing_row_changes_nothing(ticket):
+    ghost = _evidence(ticket, pk=10**9)
+    assert row_update(ghost, ["tool"]) == 0
+
+
+def test_find_matches_every_condition_and_says_none_when_nothing_does(ticket):
+    job = Job.objects.get(ref="J-42")
+    assert row_find(Job, ref="J-42", account=job.account_id).pk == job.pk
+    assert row_find(Job, ref="J-42", account=job.account_id + 1000) is None
+    assert row_get(Job, 10**9) is None
+
+
+def test_a_null_foreign_key_and_datetime_read_back_as_none(ticket):
+    job = Job.objects.get(ref="J-42")
+    Job.objects.filter(pk=job.pk).update(requested_by=None, finished_at=None)
+    found = row_get(Job, job.pk)
+    assert found.requested_by_id is None and found.finished_at is None
+    assert found.created_at == job.created_at
+
+
+def test_a_row_lock_needs_a_transaction(demo_committed):
+    ticket = Ticket.objects.get(ref="T-1001")
+    with pytest.raises(TransactionManagementError):
+        row_find(Ticket, lock=True, pk=ticket.pk)
+    with transaction.atomic():
+        assert row_find(Ticket, lock=True, pk=ticket.pk).ref == "T-1001"
+
+
+def test_a_hand_written_select_is_converted_per_field(ticket):
+    evidence = _evidence(ticket, captured_at=timezone.now() - timedelta(days=1))
+    row_insert(evidence)
+    sql = f"SELECT {column(Evidence, 'args')}, {column(Evidence, 'truncated')} FROM {table(Evidence)} WHERE id = %s"
+    assert rows_select([field(Evidence, "args"), field(Evidence, "truncated")], sql, [evidence.pk]) == [
+        [{"query": "é\u2028x", "max_results": 3}, True]
+    ]
