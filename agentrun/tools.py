@@ -11,8 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from supportagent.rows import row_get
-from tickets.models import CustomerUser
 from tickets.selectors import (
     Forbidden,
     SessionScope,
@@ -100,7 +98,7 @@ def read_job_status_needs_approval(scope: SessionScope, args: dict[str, Any]) ->
 
 def read_job_status(scope: SessionScope, args: dict[str, Any]) -> ToolResult:
     job = job_get_for_session(scope=scope, job_ref=args["job_id"])
-    requester = row_get(CustomerUser, job.requested_by_id) if job.requested_by_id else None
+    requester = job.requested_by
     content = {
         "job_id": job.ref,
         "kind": job.kind,

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from django.db import connection
 from django.db.models import F
 
-from supportagent.rows import column, field, row_find, rows_select, table
+from supportagent.rows import column, columns, field, row_from, rows_select, table, width
 
-from .models import CustomerSession, DocumentRevision, Evidence, Job, Service
+from .models import CustomerSession, CustomerUser, DocumentRevision, Evidence, Job, Service
 
 
 class Forbidden(Exception):
@@ -33,9 +33,18 @@ def job_get_for_session(*, scope: SessionScope, job_ref: str) -> Job:
     """The job, if this session may read it: verified, and the job is its own account's."""
     if not scope.verified:
         raise Forbidden("job lookups need a verified session")
-    job = row_find(Job, ref=job_ref, account=scope.account_id)
-    if job is None:
+    sql = (
+        f"SELECT {columns(Job, 'j.')}, {columns(CustomerUser, 'u.')} FROM {table(Job)} j"
+        f" LEFT JOIN {table(CustomerUser)} u ON u.id = j.{column(Job, 'requested_by')}"
+        f" WHERE j.{column(Job, 'ref')} = %s AND j.{column(Job, 'account')} = %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [job_ref, scope.account_id])
+        row = cursor.fetchone()
+    if row is None:
         raise Forbidden("no such job for this session")
+    job = row_from(Job, row[: width(Job)])
+    job.requested_by = row_from(CustomerUser, row[width(Job):]) if job.requested_by_id else None
     return job
 
 
