@@ -18,15 +18,14 @@ import uuid
 from django.db import connection, transaction
 from django.utils import timezone
 
-from supportagent.rows import column, columns, row_from, row_get, table, width
-from tickets.models import CustomerSession, Ticket
+from supportagent.rows import row_get
 from tickets.selectors import SessionScope
 
 from .adapters import ModelAdapter, ModelRequestSpec, adapter_for_run
 from .budgets import Budget
 from .dispatch import Dispatcher, dispatcher_for_run
 from .models import Run
-from .selectors import run_context
+from .selectors import run_context, run_with_parties
 from .operations import DispatchOp, ModelOp, Operation, OpResult
 from .steps import run_begin, run_record
 from .waiting import TimedOut, call_with_timeout
@@ -47,7 +46,7 @@ def run_advance(run_id: int, *, adapter: ModelAdapter | None = None, dispatcher:
     """Drive a run until it stops, comes to rest (waiting for approval), or is held by another worker."""
     if transaction.get_connection().in_atomic_block:
         raise RuntimeError("run_advance commits each step; call it outside any transaction")
-    run = _run_with_parties(run_id)
+    run = run_with_parties(run_id=run_id)
     adapter = adapter or adapter_for_run(run)
     dispatcher = dispatcher or dispatcher_for_run(run)
     budget = run.get_budget()
@@ -58,24 +57,6 @@ def run_advance(run_id: int, *, adapter: ModelAdapter | None = None, dispatcher:
         step = run_record(run_id=run_id, owner=owner, version=step.version, op=step.op, result=result,
                           tally=step.tally)
     return row_get(Run, run_id)
-
-
-def _run_with_parties(run_id: int) -> Run:
-    """The run with its ticket and customer session, as the operations see them (one statement)."""
-    sql = (
-        f"SELECT {columns(Run, 'r.')}, {columns(Ticket, 't.')}, {columns(CustomerSession, 's.')}"
-        f" FROM {table(Run)} r JOIN {table(Ticket)} t ON t.id = r.{column(Run, 'ticket')}"
-        f" JOIN {table(CustomerSession)} s ON s.id = r.{column(Run, 'session')} WHERE r.id = %s"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [run_id])
-        row = cursor.fetchone()
-    if row is None:
-        raise Run.DoesNotExist(f"no run {run_id}")
-    n, m = width(Run), width(Run) + width(Ticket)
-    run = row_from(Run, row[:n])
-    run.ticket, run.session = row_from(Ticket, row[n:m]), row_from(CustomerSession, row[m:])
-    return run
 
 
 def _execute(op: Operation, run: Run, budget: Budget, adapter: ModelAdapter, dispatcher: Dispatcher) -> OpResult:

@@ -13,8 +13,7 @@ from .waiting import Result
 
 @dataclass(frozen=True)
 class ModelOp:
-    request_id: int
-    index: int  # 0-based position among the run's recorded requests
+    index: int  # 0-based position among the run's recorded requests (its row's seq is index + 1)
     reserved_tokens: int
     reserved_cost_micros: int
     allowances: dict[str, Any]  # what is left, as of the reservation, shown to the model
@@ -22,7 +21,7 @@ class ModelOp:
 
 @dataclass(frozen=True)
 class DispatchOp:
-    attempt_id: int
+    seq: int  # the attempt row's, 1-based in the run
     tool: str
     args: dict[str, Any]
     index: int  # how many dispatches of this tool the run made before this one

@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from supportagent.rows import column, field, row_insert, rows_select, table
+from supportagent.rows import column, field, row_insert_later, rows_select, table
 from tickets.models import Evidence
 
 from .decisions import Draft
@@ -30,7 +30,7 @@ def packet_write(*, run: Run, stop: Stop, draft: Draft | None, now: datetime) ->
         budget_spent=budget_spent(run, now),
         created_at=now,
     )
-    row_insert(packet)
+    row_insert_later(packet)
     return packet
 
 

@@ -1,19 +1,84 @@
-"""Reads about runs: the context a model is shown, and the run report."""
+"""Reads about runs: a run with its parties, a run locked for a step, the context a model is shown, the report."""
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
-from supportagent.rows import column, field, rows_convert, table
-
-from tickets.models import Evidence
+from supportagent.rows import column, columns, field, row_from, rows_convert, table, width
+from tickets.models import CustomerSession, Evidence, Ticket
 
 from .budgets import Budget
 from .context import AttemptItem, Context, EvidenceItem, fit_context
-from .models import Observation, Run, ToolAttempt
+from .models import ModelRequest, Observation, Run, ToolAttempt
+from .operations import Tally
 from .statuses import Status
+from .tools import TOOLS
+
+
+def run_with_parties(*, run_id: int) -> Run:
+    """The run with its ticket and customer session, as the operations see them (one statement)."""
+    sql = (
+        f"SELECT {columns(Run, 'r.')}, {columns(Ticket, 't.')}, {columns(CustomerSession, 's.')}"
+        f" FROM {table(Run)} r JOIN {table(Ticket)} t ON t.id = r.{column(Run, 'ticket')}"
+        f" JOIN {table(CustomerSession)} s ON s.id = r.{column(Run, 'session')} WHERE r.id = %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [run_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise Run.DoesNotExist(f"no run {run_id}")
+    n, m = width(Run), width(Run) + width(Ticket)
+    run = row_from(Run, row[:n])
+    run.ticket, run.session = row_from(Ticket, row[n:m]), row_from(CustomerSession, row[m:])
+    return run
+
+
+def run_get_locked(*, run_id: int, tally: Tally | None = None) -> Run:
+    """The run, row-locked until the transaction ends (needs one), with its customer session and row tally.
+
+    One statement: the run's columns, its session's (a session can be verified
+    or revoked while a run goes on) and, unless `tally` is given, how many
+    request and attempt rows the run has, so that a step numbers what it
+    reserves without reading again.
+    """
+    connection = transaction.get_connection()
+    lock = connection.features.has_select_for_update
+    with connection.cursor() as cursor:
+        if tally is None:
+            cursor.execute(_locked_sql(lock, tally=True), [*TOOLS, run_id])
+        else:
+            cursor.execute(_locked_sql(lock, tally=False), [run_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise Run.DoesNotExist(f"no run {run_id}")
+    n = width(Run)
+    m = n + width(CustomerSession)
+    run = row_from(Run, row[:n], alias=connection.alias)
+    run.session = row_from(CustomerSession, row[n:m], alias=connection.alias)
+    if tally is None:
+        requests, attempts, *per_tool = row[m:]
+        tally = Tally(requests, attempts, tuple(zip(TOOLS, per_tool)))
+    run.tally = tally
+    return run
+
+
+@cache
+def _locked_sql(lock: bool, *, tally: bool) -> str:
+    run_fk, tool = column(ToolAttempt, "run"), column(ToolAttempt, "tool")
+    counts = (
+        f", (SELECT COUNT(*) FROM {table(ModelRequest)} q WHERE q.{column(ModelRequest, 'run')} = r.id),"
+        f" (SELECT COUNT(*) FROM {table(ToolAttempt)} t WHERE t.{run_fk} = r.id)"
+        + "".join(f", (SELECT COUNT(*) FROM {table(ToolAttempt)} t WHERE t.{run_fk} = r.id AND t.{tool} = %s)"
+                  for _ in TOOLS)
+    )
+    return (
+        f"SELECT {columns(Run, 'r.')}, {columns(CustomerSession, 's.')}{counts if tally else ''}"
+        f" FROM {table(Run)} r JOIN {table(CustomerSession)} s ON s.id = r.{column(Run, 'session')}"
+        f" WHERE r.id = %s" + (" FOR UPDATE OF r" if lock else "")
+    )
 
 
 def run_context(*, run: Run, budget: Budget, shown_allowances: dict[str, Any], reserve_bytes: int = 0) -> Context:

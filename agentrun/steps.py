@@ -5,7 +5,9 @@ short transaction that, holding the run's row lock, records what the previous
 operation returned, decides what happens next, and *reserves* the next
 operation (the request or attempt row and its counters) before it commits. The
 operation itself starts only after the commit, so a crash can never lose a
-spend: at most 2 commits per model-request-plus-dispatch cycle.
+spend: at most 2 commits per model-request-plus-dispatch cycle. A step's
+writes are held and sent together just before it commits (one statement on
+PostgreSQL, see supportagent.rows.writes_together).
 
 Ownership: a worker drives a run under a lease (`lease_owner`,
 `lease_expires_at`), taken in `run_begin` and renewed by every step. Each step
@@ -17,15 +19,13 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
-from functools import cache
 from typing import assert_never
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from supportagent.rows import column, columns, row_from, row_insert, row_update, table, width
-from tickets.models import CustomerSession
+from supportagent.rows import column, execute_later, row_insert_later, row_update_later, table, writes_together
 from tickets.selectors import Forbidden, SessionScope, evidence_refs_for_ticket
 from tickets.services import evidence_record
 
@@ -50,6 +50,7 @@ from .decisions import (
 from .models import Approval, ModelRequest, Observation, Run, ToolAttempt
 from .operations import DispatchOp, ModelOp, Next, Operation, OpResult, Tally
 from .packets import packet_write
+from .selectors import run_get_locked
 from .schemas import canonical_json, storable
 from .statuses import Detail, Status, Stop
 from .tools import TOOLS, ToolError, ToolResult
@@ -78,7 +79,7 @@ def run_begin(*, run_id: int, owner: str) -> Next:
     Returns the first operation, reserved, or no operation when the run is
     over, waits for an approval, or another live worker holds its lease.
     """
-    with transaction.atomic():
+    with transaction.atomic(), writes_together():
         run = _locked(run_id)
         now = timezone.now()
         if not run.is_active or _held_by_other(run, owner, now):
@@ -105,7 +106,7 @@ def run_record(*, run_id: int, owner: str, version: int, op: Operation, result: 
     only the holder of the run at its current version adds request and attempt
     rows, so it is still right whenever the write is allowed (read when absent).
     """
-    with transaction.atomic():
+    with transaction.atomic(), writes_together():
         run = _locked(run_id, tally)
         now = timezone.now()
         if run.lease_owner != owner or run.version != version or not run.is_active:
@@ -135,48 +136,7 @@ def _discard_late_result(run: Run, op: Operation, owner: str) -> None:
 
 
 def _locked(run_id: int, tally: Tally | None = None) -> Run:
-    """The run, row-locked until the transaction ends, with its customer session and its row tally.
-
-    One statement: the run's columns, its session's (a session can be verified
-    or revoked while a run goes on) and, unless `tally` is given, how many
-    request and attempt rows the run has, so that a step numbers what it
-    reserves without reading again.
-    """
-    connection = transaction.get_connection()
-    lock = connection.features.has_select_for_update
-    with connection.cursor() as cursor:
-        if tally is None:
-            cursor.execute(_locked_sql(lock, tally=True), [*TOOLS, run_id])
-        else:
-            cursor.execute(_locked_sql(lock, tally=False), [run_id])
-        row = cursor.fetchone()
-    if row is None:
-        raise Run.DoesNotExist(f"no run {run_id}")
-    n = width(Run)
-    m = n + width(CustomerSession)
-    run = row_from(Run, row[:n], alias=connection.alias)
-    run.session = row_from(CustomerSession, row[n:m], alias=connection.alias)
-    if tally is None:
-        requests, attempts, *per_tool = row[m:]
-        tally = Tally(requests, attempts, tuple(zip(TOOLS, per_tool)))
-    run.tally = tally
-    return run
-
-
-@cache
-def _locked_sql(lock: bool, *, tally: bool) -> str:
-    run_fk, tool = column(ToolAttempt, "run"), column(ToolAttempt, "tool")
-    counts = (
-        f", (SELECT COUNT(*) FROM {table(ModelRequest)} q WHERE q.{column(ModelRequest, 'run')} = r.id),"
-        f" (SELECT COUNT(*) FROM {table(ToolAttempt)} t WHERE t.{run_fk} = r.id)"
-        + "".join(f", (SELECT COUNT(*) FROM {table(ToolAttempt)} t WHERE t.{run_fk} = r.id AND t.{tool} = %s)"
-                  for _ in TOOLS)
-    )
-    return (
-        f"SELECT {columns(Run, 'r.')}, {columns(CustomerSession, 's.')}{counts if tally else ''}"
-        f" FROM {table(Run)} r JOIN {table(CustomerSession)} s ON s.id = r.{column(Run, 'session')}"
-        f" WHERE r.id = %s" + (" FOR UPDATE OF r" if lock else "")
-    )
+    return run_get_locked(run_id=run_id, tally=tally)
 
 
 def run_lock(*, run_id: int) -> Run:
@@ -199,7 +159,7 @@ def _save(run: Run, now: datetime) -> None:
         run.lease_expires_at = now + timedelta(seconds=lease_seconds(run.get_budget()))
     else:
         run.lease_owner, run.lease_expires_at = "", None
-    row_update(run, STEP_FIELDS)
+    row_update_later(run, STEP_FIELDS)
 
 
 def run_expire(*, run_id: int) -> bool:
@@ -243,12 +203,12 @@ def _plan_request(run: Run, now: datetime) -> Operation | None:
         reserved_cost_micros=budget.reserved_cost_per_request,
         started_at=now,
     )
-    row_insert(request)
+    row_insert_later(request)
     run.model_requests += 1
     run.tokens_reserved += request.reserved_tokens
     run.cost_reserved_micros += request.reserved_cost_micros
     shown = allowances(budget, run.usage(), run.time_left(now))
-    return ModelOp(request.pk, index, request.reserved_tokens, request.reserved_cost_micros, shown)
+    return ModelOp(index, request.reserved_tokens, request.reserved_cost_micros, shown)
 
 
 def _reserve_attempt(run: Run, call: NormalizedCall, now: datetime, *, retry_number: int = 0) -> DispatchOp:
@@ -263,12 +223,12 @@ def _reserve_attempt(run: Run, call: NormalizedCall, now: datetime, *, retry_num
         retry_number=retry_number,
         started_at=now,
     )
-    row_insert(attempt)
+    row_insert_later(attempt)
     index = tally.of(call.tool)
     run.tally = tally.after_attempt(call.tool)
     run.tool_attempts += 1
     run.last_executed_key = call.key
-    return DispatchOp(attempt.pk, call.tool, call.args, index, call.key, attempt.call_id, retry_number)
+    return DispatchOp(attempt.seq, call.tool, call.args, index, call.key, attempt.call_id, retry_number)
 
 
 def _charge(run: Run, request: ModelRequest, *, input_tokens: int = 0, output_tokens: int = 0,
@@ -296,7 +256,7 @@ ATTEMPT_RESULT_FIELDS = ["outcome", "result_excerpt", "error", "evidence", "fini
 
 
 def _record_model(run: Run, op: ModelOp, res: OpResult, now: datetime) -> Operation | None:
-    request = ModelRequest(pk=op.request_id, run=run, seq=op.index + 1, reserved_tokens=op.reserved_tokens,
+    request = ModelRequest(run=run, seq=op.index + 1, reserved_tokens=op.reserved_tokens,
                            reserved_cost_micros=op.reserved_cost_micros)
     request.finished_at, request.latency_ms = now, res.latency_ms
     stop = _settle_request(run, request, res, now)
@@ -306,7 +266,7 @@ def _record_model(run: Run, op: ModelOp, res: OpResult, now: datetime) -> Operat
     if stop is None:
         assert isinstance(res.result, Finished)
         nxt = _decide(run, request, parse_reply(res.result.value.payload), now)
-    row_update(request, REQUEST_RESULT_FIELDS)
+    row_update_later(request, REQUEST_RESULT_FIELDS, by=("run", "seq"))
     return _stop(run, stop, now) if stop is not None else nxt
 
 
@@ -471,7 +431,7 @@ def _recover_interrupted(run: Run, now: datetime) -> None:
 
 
 def _record_dispatch(run: Run, op: DispatchOp, res: OpResult, now: datetime) -> Operation | None:
-    attempt = ToolAttempt(pk=op.attempt_id, run=run, tool=op.tool, args=op.args, call_key=op.call_key,
+    attempt = ToolAttempt(run=run, seq=op.seq, tool=op.tool, args=op.args, call_key=op.call_key,
                           call_id=op.call_id, retry_number=op.retry_number)
     attempt.finished_at, attempt.latency_ms = now, res.latency_ms
     outcome = res.result
@@ -483,7 +443,7 @@ def _record_dispatch(run: Run, op: DispatchOp, res: OpResult, now: datetime) -> 
         attempt.error = _tool_error_text(outcome.error)
     else:
         _record_result(run, attempt, outcome.value)
-    row_update(attempt, ATTEMPT_RESULT_FIELDS)
+    row_update_later(attempt, ATTEMPT_RESULT_FIELDS, by=("run", "seq"))
     if run.time_left(now) <= 0 or (isinstance(outcome, TimedOut) and res.by_deadline):
         return _stop(run, Stop(Status.DEADLINE, note=f"the deadline passed during {op.tool}"), now)
     budget = run.get_budget()
@@ -531,8 +491,8 @@ def _stop(run: Run, stop: Stop, now: datetime, *, draft: Draft | None = None) ->
     run.cost_used_micros += run.cost_reserved_micros
     run.tokens_reserved = run.cost_reserved_micros = 0
     run.pending_call = None
-    _expire_approvals(run)
     packet_write(run=run, stop=stop, draft=draft, now=now)
+    _expire_approvals(run)
     return None
 
 
@@ -540,8 +500,7 @@ def _expire_approvals(run: Run) -> None:
     """Approvals still open when a run ends can no longer be used."""
     state = column(Approval, "state")
     sql = f"UPDATE {table(Approval)} SET {state} = %s WHERE {column(Approval, 'run')} = %s AND {state} IN (%s, %s)"
-    with transaction.get_connection().cursor() as cursor:
-        cursor.execute(sql, [Approval.State.EXPIRED, run.pk, Approval.State.PENDING, Approval.State.GRANTED])
+    execute_later(sql, [Approval.State.EXPIRED, run.pk, Approval.State.PENDING, Approval.State.GRANTED])
 
 
 def run_requeue(*, run_id: int, grace_seconds: float) -> bool:

@@ -14,7 +14,8 @@ caller sets, no inheritance. Anything else goes through the ORM.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -114,22 +115,114 @@ def _insert_sql(model: type[models.Model], names: tuple[str, ...], returning: bo
 
 def row_update(obj: models.Model, fields: Sequence[str]) -> int:
     """UPDATE the named fields of the instance's row; the number of rows changed (0 or 1)."""
-    model = type(obj)
-    connection = _conn(model, write=True)
-    names = tuple(fields)
-    targets = _fields(model, names)
-    values = [f.get_db_prep_save(f.pre_save(obj, False), connection) for f in targets]
-    pk = model._meta.pk.get_db_prep_value(obj.pk, connection)
+    connection = _conn(type(obj), write=True)
+    sql, params = _update_statement(connection, obj, fields, ("pk",))
     with connection.cursor() as cursor:
-        cursor.execute(_update_sql(model, names), [*values, pk])
+        cursor.execute(sql, params)
         return cursor.rowcount
 
 
+def _update_statement(connection, obj: models.Model, fields: Sequence[str], by: Sequence[str]):
+    model = type(obj)
+    names, keys = tuple(fields), tuple(model._meta.pk.name if k == "pk" else k for k in by)
+    values = [f.get_db_prep_save(f.pre_save(obj, False), connection) for f in _fields(model, names)]
+    where = [f.get_db_prep_value(getattr(obj, f.attname), connection) for f in _fields(model, keys)]
+    return _update_sql(model, names, keys), [*values, *where]
+
+
 @lru_cache(maxsize=None)
-def _update_sql(model: type[models.Model], names: tuple[str, ...]) -> str:
-    meta = model._meta
+def _update_sql(model: type[models.Model], names: tuple[str, ...], keys: tuple[str, ...]) -> str:
     sets = ", ".join(f"{_qn(f.column)} = %s" for f in _fields(model, names))
-    return f"UPDATE {_qn(meta.db_table)} SET {sets} WHERE {_qn(meta.pk.column)} = %s"
+    conditions = " AND ".join(f"{_qn(f.column)} = %s" for f in _fields(model, keys))
+    return f"UPDATE {_qn(model._meta.db_table)} SET {sets} WHERE {conditions}"
+
+
+# --- writes sent together ------------------------------------------------------------
+
+
+class _Batch:
+    """Writes held back within `writes_together()`; any other statement on the connection sends them first."""
+
+    def __init__(self, connection):
+        self.connection = connection
+        self.pending: list[tuple[str, list[Any]]] = []
+        self.sending = False
+
+    def before_statement(self, execute, sql, params, many, context):
+        if self.pending and not self.sending:
+            self.send()
+        return execute(sql, params, many, context)
+
+    def send(self) -> None:
+        """One statement on PostgreSQL (the writes as data-modifying WITH clauses), one each elsewhere."""
+        pending, self.pending = self.pending, []
+        if not pending:
+            return
+        if self.connection.vendor == "postgresql" and len(pending) > 1:
+            *first, (last_sql, last_params) = pending
+            clauses = ", ".join(f"w{i} AS ({sql})" for i, (sql, _) in enumerate(first))
+            pending = [(f"WITH {clauses} {last_sql}", [p for _, params in first for p in params] + last_params)]
+        self.sending = True
+        try:
+            with self.connection.cursor() as cursor:
+                for sql, params in pending:
+                    cursor.execute(sql, params)
+        finally:
+            self.sending = False
+
+
+@contextmanager
+def writes_together(using: str = "default") -> Iterator[None]:
+    """Within the block, `row_update_later` and `row_insert_later` hold their writes until the
+    block ends or another statement runs on the connection, then send them together.
+
+    Must be inside a transaction; the writes' order among themselves is not
+    guaranteed, so they must touch different rows.
+    """
+    connection = connections[using]
+    if not connection.in_atomic_block:
+        raise TransactionManagementError("writes_together() needs a transaction")
+    batch = _Batch(connection)
+    previous = connection.__dict__.get("_rows_batch")
+    connection._rows_batch = batch
+    try:
+        with connection.execute_wrapper(batch.before_statement):
+            yield
+            batch.send()
+    finally:
+        connection._rows_batch = previous
+
+
+def _hold(connection, sql: str, params: list[Any]) -> None:
+    batch = connection.__dict__.get("_rows_batch")
+    if batch is None:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+    else:
+        batch.pending.append((sql, params))
+
+
+def execute_later(sql: str, params: Sequence[Any], *, using: str = "default") -> None:
+    """A hand-written write (no result read), held like the others within `writes_together()`."""
+    _hold(connections[using], sql, list(params))
+
+
+def row_update_later(obj: models.Model, fields: Sequence[str], *, by: Sequence[str] = ("pk",)) -> None:
+    """UPDATE the named fields of the row whose `by` fields equal the instance's, within `writes_together()`
+    when the block's writes are sent (at once, outside one)."""
+    connection = _conn(type(obj), write=True)
+    _hold(connection, *_update_statement(connection, obj, fields, by))
+
+
+def row_insert_later(obj: models.Model) -> None:
+    """INSERT the instance as a new row, within `writes_together()` when the block's writes are sent
+    (at once, outside one). Its primary key is not read back."""
+    model = type(obj)
+    connection = _conn(model, write=True)
+    fields = [f for f in _fields(model, None) if not (f.primary_key and getattr(obj, f.attname) is None)]
+    values = [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields]
+    _hold(connection, _insert_sql(model, tuple(f.attname for f in fields), False), values)
+    obj._state.adding, obj._state.db = False, connection.alias
 
 
 def rows_select(fields: Sequence[models.Field], sql: str, params: Sequence[Any]) -> list[list[Any]]:

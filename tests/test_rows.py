@@ -4,11 +4,23 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 
-from supportagent.rows import column, field, row_find, row_get, row_insert, row_update, rows_select, table
+from supportagent.rows import (
+    column,
+    field,
+    row_find,
+    row_get,
+    row_insert,
+    row_insert_later,
+    row_update,
+    row_update_later,
+    rows_select,
+    table,
+    writes_together,
+)
 from tickets.models import Evidence, Job, Ticket
 
 
@@ -83,3 +95,54 @@ def test_a_hand_written_select_is_converted_per_field(ticket):
     assert rows_select([field(Evidence, "args"), field(Evidence, "truncated")], sql, [evidence.pk]) == [
         [{"query": "é\u2028x", "max_results": 3}, True]
     ]
+
+
+# --- writes sent together ---------------------------------------------------------------
+
+
+class _Statements:
+    def __init__(self):
+        self.sql: list[str] = []
+
+    def __call__(self, execute, sql, params, many, context):
+        self.sql.append(sql)
+        return execute(sql, params, many, context)
+
+
+def test_held_writes_are_sent_together_when_the_block_ends(ticket):
+    first, second = _evidence(ticket, number=91, content_hash="a" * 64), _evidence(ticket, number=92)
+    row_insert(first)
+    statements = _Statements()
+    with connection.execute_wrapper(statements), writes_together():
+        first.tool = "read_service_status"
+        row_update_later(first, ["tool"])
+        row_insert_later(second)
+        ticket.evidence_count = 92
+        row_update_later(ticket, ["evidence_count"])
+        assert statements.sql == []  # nothing sent yet
+    expected = 1 if connection.vendor == "postgresql" else 3
+    assert len(statements.sql) == expected
+    assert Evidence.objects.get(pk=first.pk).tool == "read_service_status"
+    assert Evidence.objects.filter(ticket=ticket, number=92).exists()
+    assert Ticket.objects.get(pk=ticket.pk).evidence_count == 92
+
+
+def test_any_other_statement_sends_held_writes_first(ticket):
+    evidence = _evidence(ticket)
+    with writes_together():
+        row_insert_later(evidence)
+        assert Evidence.objects.filter(ticket=ticket, number=90).count() == 1  # the read saw the write
+
+
+def test_an_update_can_name_its_row_by_other_fields(ticket):
+    evidence = _evidence(ticket)
+    row_insert(evidence)
+    by_number = Evidence(ticket=ticket, number=90, source_ref="found by ticket and number")
+    row_update_later(by_number, ["source_ref"], by=("ticket", "number"))  # outside a block: sent at once
+    assert Evidence.objects.get(pk=evidence.pk).source_ref == "found by ticket and number"
+
+
+def test_held_writes_need_a_transaction(demo_committed):
+    with pytest.raises(TransactionManagementError):
+        with writes_together():
+            pass

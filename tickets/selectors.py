@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dataclass_field
 
 from django.db import connection
 from django.db.models import F
@@ -18,11 +18,16 @@ class Forbidden(Exception):
 
 @dataclass(frozen=True)
 class SessionScope:
-    """Who a run acts for: the customer session, as plain values."""
+    """Who a run acts for: the customer session, as plain values.
+
+    A scope lives for one decision or one dispatch; the jobs it looked up are
+    kept in `seen`, so that judging one call reads each job once.
+    """
 
     session_ref: str
     account_id: int
     verified: bool
+    seen: dict[str, Job | None] = dataclass_field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, session: CustomerSession) -> SessionScope:
@@ -33,16 +38,25 @@ def job_get_for_session(*, scope: SessionScope, job_ref: str) -> Job:
     """The job, if this session may read it: verified, and the job is its own account's."""
     if not scope.verified:
         raise Forbidden("job lookups need a verified session")
+    if job_ref not in scope.seen:
+        scope.seen[job_ref] = _job_with_requester(job_ref=job_ref, account_id=scope.account_id)
+    job = scope.seen[job_ref]
+    if job is None:
+        raise Forbidden("no such job for this session")
+    return job
+
+
+def _job_with_requester(*, job_ref: str, account_id: int) -> Job | None:
     sql = (
         f"SELECT {columns(Job, 'j.')}, {columns(CustomerUser, 'u.')} FROM {table(Job)} j"
         f" LEFT JOIN {table(CustomerUser)} u ON u.id = j.{column(Job, 'requested_by')}"
         f" WHERE j.{column(Job, 'ref')} = %s AND j.{column(Job, 'account')} = %s"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [job_ref, scope.account_id])
+        cursor.execute(sql, [job_ref, account_id])
         row = cursor.fetchone()
     if row is None:
-        raise Forbidden("no such job for this session")
+        return None
     job = row_from(Job, row[: width(Job)])
     job.requested_by = row_from(CustomerUser, row[width(Job):]) if job.requested_by_id else None
     return job
