@@ -106,6 +106,11 @@ def _database() -> dict:
         config.setdefault("OPTIONS", {})["pool"] = {
             "min_size": 1, "max_size": env_int("DATABASE_POOL_MAX", 16), "timeout": 20,
         }
+        # A worker repeats the same few statements: bound on the server and prepared
+        # after 5 uses on a connection, PostgreSQL stops planning them every time.
+        # Off for a pooler that cannot carry prepared statements across connections.
+        if env_bool("DATABASE_PREPARED_STATEMENTS", True):
+            config["OPTIONS"] |= {"server_side_binding": True, "prepare_threshold": 5}
         return config
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     return {
