@@ -49,8 +49,6 @@ class OpResult:
         return max(int((self.finished_at - self.started_at).total_seconds() * 1000), 0)
 
 
-
-
 @dataclass(frozen=True)
 class Tally:
     """How many model request and tool attempt rows a run has (per tool too), as of a step."""

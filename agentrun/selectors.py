@@ -98,28 +98,13 @@ def run_context(*, run: Run, budget: Budget, shown_allowances: dict[str, Any], r
     return fit_context(ctx, max(budget.max_input_tokens - reserve_bytes, 0))
 
 
-def _columns(model) -> dict[str, str]:
-    return {f.name: column(model, f.name) for f in model._meta.concrete_fields}
-
-
-def _shown(*, ticket_id: int, run_id: int, last_notes: int = 5):
+def _shown(*, ticket_id: int, run_id: int):
     """The ticket's evidence, the run's attempts and its last few notes to the model.
 
     One statement in three parts, each in order: evidence by number, attempts
     by sequence, notes oldest first.
     """
-    e, a, n = _columns(Evidence), _columns(ToolAttempt), _columns(Observation)
-    sql = (
-        f"SELECT 0, e.{e['number']}, e.{e['number']}, e.{e['tool']}, e.{e['args']}, e.{e['content']},"
-        f" e.{e['source_ref']}, e.{e['truncated']} FROM {table(Evidence)} e WHERE e.{e['ticket']} = %s"
-        f" UNION ALL SELECT 1, a.{a['seq']}, x.{e['number']}, a.{a['tool']}, a.{a['args']}, a.{a['outcome']},"
-        f" NULL, NULL FROM {table(ToolAttempt)} a LEFT JOIN {table(Evidence)} x ON x.{e['id']} = a.{a['evidence']}"
-        f" WHERE a.{a['run']} = %s"
-        f" UNION ALL SELECT 2, n.{n['id']}, NULL, NULL, NULL, n.{n['text']}, NULL, NULL FROM"
-        f" (SELECT {n['id']}, {n['text']} FROM {table(Observation)} WHERE {n['run']} = %s AND {n['kind']} <> %s"
-        f" ORDER BY {n['id']} DESC LIMIT {int(last_notes)}) n"
-        " ORDER BY 1, 2"
-    )
+    sql = _shown_sql(last_notes=5)
     with connection.cursor() as cursor:
         cursor.execute(sql, [ticket_id, run_id, run_id, Observation.DISCARDED])
         rows = cursor.fetchall()
@@ -136,6 +121,26 @@ def _shown(*, ticket_id: int, run_id: int, last_notes: int = 5):
         else:
             notes.append(text)
     return tuple(evidence), tuple(attempts), tuple(notes)
+
+
+@cache
+def _shown_sql(*, last_notes: int) -> str:
+    e, a, n = _columns(Evidence), _columns(ToolAttempt), _columns(Observation)
+    return (
+        f"SELECT 0, e.{e['number']}, e.{e['number']}, e.{e['tool']}, e.{e['args']}, e.{e['content']},"
+        f" e.{e['source_ref']}, e.{e['truncated']} FROM {table(Evidence)} e WHERE e.{e['ticket']} = %s"
+        f" UNION ALL SELECT 1, a.{a['seq']}, x.{e['number']}, a.{a['tool']}, a.{a['args']}, a.{a['outcome']},"
+        f" NULL, NULL FROM {table(ToolAttempt)} a LEFT JOIN {table(Evidence)} x ON x.{e['id']} = a.{a['evidence']}"
+        f" WHERE a.{a['run']} = %s"
+        f" UNION ALL SELECT 2, n.{n['id']}, NULL, NULL, NULL, n.{n['text']}, NULL, NULL FROM"
+        f" (SELECT {n['id']}, {n['text']} FROM {table(Observation)} WHERE {n['run']} = %s AND {n['kind']} <> %s"
+        f" ORDER BY {n['id']} DESC LIMIT {int(last_notes)}) n"
+        " ORDER BY 1, 2"
+    )
+
+
+def _columns(model) -> dict[str, str]:
+    return {f.name: column(model, f.name) for f in model._meta.concrete_fields}
 
 
 def run_report(*, run_id: int, elapsed_seconds: float | None = None, name: str | None = None) -> dict[str, Any]:

@@ -80,7 +80,7 @@ def run_begin(*, run_id: int, owner: str) -> Next:
     over, waits for an approval, or another live worker holds its lease.
     """
     with transaction.atomic(), writes_together():
-        run = _locked(run_id)
+        run = run_get_locked(run_id=run_id)
         now = timezone.now()
         if not run.is_active or _held_by_other(run, owner, now):
             return Next(None, run.version, run.tally)
@@ -107,7 +107,7 @@ def run_record(*, run_id: int, owner: str, version: int, op: Operation, result: 
     rows, so it is still right whenever the write is allowed (read when absent).
     """
     with transaction.atomic(), writes_together():
-        run = _locked(run_id, tally)
+        run = run_get_locked(run_id=run_id, tally=tally)
         now = timezone.now()
         if run.lease_owner != owner or run.version != version or not run.is_active:
             _discard_late_result(run, op, owner)
@@ -135,14 +135,10 @@ def _discard_late_result(run: Run, op: Operation, owner: str) -> None:
     )
 
 
-def _locked(run_id: int, tally: Tally | None = None) -> Run:
-    return run_get_locked(run_id=run_id, tally=tally)
-
-
 def run_lock(*, run_id: int) -> Run:
     """The run, row-locked until the surrounding transaction ends."""
     assert transaction.get_connection().in_atomic_block, "run_lock needs a transaction"
-    return _locked(run_id)
+    return run_get_locked(run_id=run_id)
 
 
 def run_end(*, run: Run, stop: Stop) -> None:
