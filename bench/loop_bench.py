@@ -9,9 +9,13 @@ Measures, in one run:
   commits one reservation before each of the 5 operations (the floor);
 * median and p95 milliseconds per run through the real loop and services, and
   the floor's, as a ratio;
-* 200 runs at concurrency 50 through a real Celery worker with 50 ms latency on
-  every model request and dispatch: wall time against the ideal (1 s);
-* the worker's resident memory after 10,000 runs against after 100.
+* 200 runs at concurrency 50 through real Celery workers (one process per core,
+  threads sharing the concurrency) with 50 ms latency on every model request and
+  dispatch: wall time against the ideal (1 s);
+* a worker's resident memory after 10,000 runs against after 100.
+
+Statements are counted as Django sends them; a step's held writes, sent as one
+statement on PostgreSQL, count once.
 
 Write transactions are counted by PostgreSQL itself: each one takes a
 transaction id, so the distance the next id moved is the count (the figure is
