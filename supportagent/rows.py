@@ -82,26 +82,33 @@ def row_find(model: type[M], *, lock: bool = False, **where: Any) -> M | None:
 
 @lru_cache(maxsize=None)
 def _select_sql(model: type[models.Model], keys: tuple[str, ...], lock: bool) -> str:
-    columns = ", ".join(_qn(f.column) for f in _fields(model, None))
-    conditions = " AND ".join(f"{_qn(f.column)} = %s" for f in _fields(model, keys))
-    sql = f"SELECT {columns} FROM {_qn(model._meta.db_table)} WHERE {conditions} LIMIT 1"
+    sql = f"SELECT {columns(model)} FROM {_qn(model._meta.db_table)} WHERE {_conditions(model, keys)} LIMIT 1"
     return sql + (" FOR UPDATE" if lock else "")
+
+
+def _conditions(model: type[models.Model], keys: tuple[str, ...]) -> str:
+    return " AND ".join(f"{_qn(f.column)} = %s" for f in _fields(model, keys))
 
 
 def row_insert(obj: models.Model) -> None:
     """INSERT the instance as a new row and set its primary key."""
     model = type(obj)
     connection = _conn(model, write=True)
-    fields = [f for f in _fields(model, None) if not (f.primary_key and getattr(obj, f.attname) is None)]
-    values = [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields]
     returning = connection.features.can_return_columns_from_insert
-    sql = _insert_sql(model, tuple(f.attname for f in fields), returning)
+    sql, values = _insert_statement(connection, obj, returning)
     with connection.cursor() as cursor:
         cursor.execute(sql, values)
         pk = cursor.fetchone()[0] if returning else cursor.lastrowid
     if getattr(obj, model._meta.pk.attname) is None:
         setattr(obj, model._meta.pk.attname, pk)
     obj._state.adding, obj._state.db = False, connection.alias
+
+
+def _insert_statement(connection, obj: models.Model, returning: bool):
+    model = type(obj)
+    fields = [f for f in _fields(model, None) if not (f.primary_key and getattr(obj, f.attname) is None)]
+    values = [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields]
+    return _insert_sql(model, tuple(f.attname for f in fields), returning), values
 
 
 @lru_cache(maxsize=None)
@@ -133,8 +140,7 @@ def _update_statement(connection, obj: models.Model, fields: Sequence[str], by: 
 @lru_cache(maxsize=None)
 def _update_sql(model: type[models.Model], names: tuple[str, ...], keys: tuple[str, ...]) -> str:
     sets = ", ".join(f"{_qn(f.column)} = %s" for f in _fields(model, names))
-    conditions = " AND ".join(f"{_qn(f.column)} = %s" for f in _fields(model, keys))
-    return f"UPDATE {_qn(model._meta.db_table)} SET {sets} WHERE {conditions}"
+    return f"UPDATE {_qn(model._meta.db_table)} SET {sets} WHERE {_conditions(model, keys)}"
 
 
 # --- writes sent together ------------------------------------------------------------
@@ -217,20 +223,16 @@ def row_update_later(obj: models.Model, fields: Sequence[str], *, by: Sequence[s
 def row_insert_later(obj: models.Model) -> None:
     """INSERT the instance as a new row, within `writes_together()` when the block's writes are sent
     (at once, outside one). Its primary key is not read back."""
-    model = type(obj)
-    connection = _conn(model, write=True)
-    fields = [f for f in _fields(model, None) if not (f.primary_key and getattr(obj, f.attname) is None)]
-    values = [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields]
-    _hold(connection, _insert_sql(model, tuple(f.attname for f in fields), False), values)
+    connection = _conn(type(obj), write=True)
+    _hold(connection, *_insert_statement(connection, obj, False))
     obj._state.adding, obj._state.db = False, connection.alias
 
 
 def rows_select(fields: Sequence[models.Field], sql: str, params: Sequence[Any]) -> list[list[Any]]:
     """Rows of a hand-written SELECT whose columns are `fields` (of any models), converted as the ORM would."""
-    connection = _conn(fields[0].model, write=False)
-    with connection.cursor() as cursor:
+    with _conn(fields[0].model, write=False).cursor() as cursor:
         cursor.execute(sql, params)
-        return [_convert(connection, fields, row) for row in cursor.fetchall()]
+        return rows_convert(fields, cursor.fetchall())
 
 
 def field(model: type[models.Model], name: str) -> models.Field:
