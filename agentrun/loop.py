@@ -55,7 +55,10 @@ def run_advance(run_id: int, *, adapter: ModelAdapter | None = None, dispatcher:
     while step.op is not None:
         result = _execute(step.op, run, budget, adapter, dispatcher)
         step = run_record(run_id=run_id, owner=owner, version=step.version, op=step.op, result=result,
-                          tally=step.tally)
+                          tally=step.tally, run=step.run)
+    if step.run is not None:  # as the last step wrote it
+        step.run.ticket = run.ticket
+        return step.run
     return row_get(Run, run_id)
 
 

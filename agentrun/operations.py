@@ -3,12 +3,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
 from .decisions import NormalizedCall
 from .waiting import Result
+
+if TYPE_CHECKING:
+    from .models import Run
 
 
 @dataclass(frozen=True)
@@ -68,8 +71,10 @@ class Tally:
 
 @dataclass(frozen=True)
 class Next:
-    """What a step leaves the loop: the operation to execute (None: stop driving), the run version, its tally."""
+    """What a step leaves the loop: the operation to execute (None: stop driving), the run version, its tally,
+    and the run as the step wrote it (for the next step to take up)."""
 
     op: Operation | None
     version: int
     tally: Tally | None = None
+    run: Run | None = None

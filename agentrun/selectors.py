@@ -65,6 +65,43 @@ def run_get_locked(*, run_id: int, tally: Tally | None = None) -> Run:
     return run
 
 
+def run_relock(*, run: Run) -> Run:
+    """`run` as a step left it, row-locked again (needs a transaction) and brought up to date.
+
+    Only the run's lock and the columns others may change while a worker holds
+    it are read: its version, lease and status (which every other writer
+    changes together with the version), the cancellation flag, and its customer
+    session. When the version, lease or status differ, the run is read whole.
+    """
+    connection = transaction.get_connection()
+    with connection.cursor() as cursor:
+        cursor.execute(_relock_sql(connection.features.has_select_for_update), [run.pk])
+        row = cursor.fetchone()
+    if row is None:
+        raise Run.DoesNotExist(f"no run {run.pk}")
+    version, lease_owner, status, cancel_requested = rows_convert(_RELOCK_FIELDS, [row[:4]])[0]
+    if (version, lease_owner, status) != (run.version, run.lease_owner, run.status):
+        return run_get_locked(run_id=run.pk)
+    run.cancel_requested = cancel_requested
+    session = tuple(row[4:])
+    if run.__dict__.get("_session_row") != session:  # changed (or not seen): a new instance
+        run.session = row_from(CustomerSession, session, alias=connection.alias)
+        run._session_row = session
+    return run
+
+
+_RELOCK_FIELDS = [field(Run, name) for name in ("version", "lease_owner", "status", "cancel_requested")]
+
+
+@cache
+def _relock_sql(lock: bool) -> str:
+    return (
+        f"SELECT {', '.join('r.' + column(Run, f.name) for f in _RELOCK_FIELDS)}, {columns(CustomerSession, 's.')}"
+        f" FROM {table(Run)} r JOIN {table(CustomerSession)} s ON s.id = r.{column(Run, 'session')}"
+        f" WHERE r.id = %s" + (" FOR UPDATE OF r" if lock else "")
+    )
+
+
 @cache
 def _locked_sql(lock: bool, *, tally: bool) -> str:
     run_fk, tool = column(ToolAttempt, "run"), column(ToolAttempt, "tool")

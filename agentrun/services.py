@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from supportagent.rows import row_insert
 from tickets.models import CustomerSession, Ticket
 
 from .budgets import Budget
@@ -53,7 +54,7 @@ def run_start(
     budget = budget or default_budget(model_name)
     counters = resume_from or {}
     now = timezone.now()
-    return Run.objects.create(
+    run = Run(
         ticket=ticket,
         session=session,
         model_name=model_name,
@@ -67,6 +68,8 @@ def run_start(
         created_at=now,
         deadline_at=now + timedelta(seconds=budget.deadline_seconds),
     )
+    row_insert(run)
+    return run
 
 
 def investigation_start(

@@ -50,7 +50,7 @@ from .decisions import (
 from .models import Approval, ModelRequest, Observation, Run, ToolAttempt
 from .operations import DispatchOp, ModelOp, Next, Operation, OpResult, Tally
 from .packets import packet_write
-from .selectors import run_get_locked
+from .selectors import run_get_locked, run_relock
 from .schemas import canonical_json, storable
 from .statuses import Detail, Status, Stop
 from .tools import TOOLS, ToolError, ToolResult
@@ -94,20 +94,25 @@ def run_begin(*, run_id: int, owner: str) -> Next:
             op = _plan_request(run, now)
         run.lease_owner = owner if op is not None else ""
         _save(run, now)
-        return Next(op, run.version, run.tally)
+        return Next(op, run.version, run.tally, run)
 
 
 def run_record(*, run_id: int, owner: str, version: int, op: Operation, result: OpResult,
-               tally: Tally | None = None) -> Next:
+               tally: Tally | None = None, run: Run | None = None) -> Next:
     """Record what `op` returned, decide, and reserve the next operation (or stop).
 
     Refused, and recorded as a discarded late result, unless `owner` still
-    holds the run at `version`. `tally` is what the previous step handed back:
-    only the holder of the run at its current version adds request and attempt
-    rows, so it is still right whenever the write is allowed (read when absent).
+    holds the run at `version`. `tally` and `run` are what the previous step
+    handed back: only the holder of the run at its current version writes the
+    run or adds request and attempt rows, so they are still right whenever the
+    write is allowed (the run is locked again and what others may change is
+    read; both are read whole when absent).
     """
     with transaction.atomic(), writes_together():
-        run = run_get_locked(run_id=run_id, tally=tally)
+        if run is not None and run.pk == run_id:
+            run = run_relock(run=run)
+        else:
+            run = run_get_locked(run_id=run_id, tally=tally)
         now = timezone.now()
         if run.lease_owner != owner or run.version != version or not run.is_active:
             _discard_late_result(run, op, owner)
@@ -117,7 +122,7 @@ def run_record(*, run_id: int, owner: str, version: int, op: Operation, result: 
         else:
             nxt = _record_dispatch(run, op, result, now)
         _save(run, now)
-        return Next(nxt, run.version, run.tally)
+        return Next(nxt, run.version, run.tally, run)
 
 
 def _held_by_other(run: Run, owner: str, now: datetime) -> bool:

@@ -8,7 +8,7 @@ Measures, in one run:
   request and the dispatch it leads to), against a plain psycopg loop that
   commits one reservation before each of the 5 operations (the floor);
 * median and p95 milliseconds per run through the real loop and services, and
-  the floor's, as a ratio;
+  the floor's, as a ratio (the two take turns, so both see the machine alike);
 * 200 runs at concurrency 50 through real Celery workers (one process per core,
   threads sharing the concurrency) with 50 ms latency on every model request and
   dispatch: wall time against the ideal (1 s);
@@ -138,12 +138,14 @@ def count_floor_run(floor: psycopg.Connection, probe: psycopg.Connection) -> int
     return next_xid(probe) - before
 
 
-def timed(fn, n: int) -> list[float]:
-    times = []
+def timed(fns, n: int) -> list[list[float]]:
+    """Milliseconds of each of `fns`, called in turn `n` times, so that both see the machine alike."""
+    times = [[] for _ in fns]
     for _ in range(n):
-        began = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - began) * 1000)
+        for fn, spent in zip(fns, times):
+            began = time.perf_counter()
+            fn()
+            spent.append((time.perf_counter() - began) * 1000)
     return times
 
 
@@ -273,8 +275,7 @@ def main() -> int:
         samples = [count_one_run(ticket, counter, probe) for _ in range(10)]
         commits, statements = min(s[0] for s in samples), min(s[1] for s in samples)
         floor_commits = min(count_floor_run(floor, probe) for _ in range(10))
-        ours = timed(lambda: run_advance(start(ticket).pk), args.runs)
-        base = timed(lambda: floor_run(floor), args.runs)
+        ours, base = timed([lambda: run_advance(start(ticket).pk), lambda: floor_run(floor)], args.runs)
 
     figures = {
         "commits_per_run": commits,

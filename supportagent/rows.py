@@ -7,7 +7,9 @@ reservation, update a result), so these helpers build each statement once per
 process from the models' metadata and run it through the connection's cursor.
 Values go through the fields' own conversions (`pre_save`,
 `get_db_prep_save`, the backend's and the field's `from_db` converters), so
-SQLite and PostgreSQL receive and return exactly what the ORM would.
+SQLite and PostgreSQL receive and return exactly what the ORM would; on
+PostgreSQL a conversion that would hand back a plain value unchanged (an int
+for an integer column, a str for a text column, an aware datetime) is skipped.
 
 Only plain column access: no signals, no related-object caches beyond what a
 caller sets, no inheritance. Anything else goes through the ORM.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -44,7 +47,7 @@ def _fields(model: type[models.Model], names: tuple[str, ...] | None) -> tuple[m
 def _convert(connection, fields: Sequence[models.Field], row: Sequence[Any]) -> list[Any]:
     """The row's values as the ORM would return them: the backend's and the field's converters applied."""
     cache = connection.__dict__.setdefault("_rows_converters", {})
-    key = tuple(fields)
+    key = tuple(map(id, fields))  # fields live as long as their models; hashing the fields themselves is slow
     plan = cache.get(key)
     if plan is None:
         cols = [f.get_col(f.model._meta.db_table) for f in fields]
@@ -55,6 +58,52 @@ def _convert(connection, fields: Sequence[models.Field], row: Sequence[Any]) -> 
     for i, (col, convs) in enumerate(plan):
         for conv in convs:
             values[i] = conv(values[i], col, connection)
+    return values
+
+
+@lru_cache(maxsize=None)
+def _plain_type(field: models.Field) -> type | None:
+    """The exact Python type whose values the field hands PostgreSQL unchanged, if any."""
+    target = field.target_field if field.is_relation else field
+    if isinstance(target, models.BooleanField):
+        return bool
+    if isinstance(target, (models.IntegerField, models.AutoField)):
+        return int
+    if isinstance(target, (models.CharField, models.TextField)):
+        return str
+    if isinstance(target, models.DateTimeField):
+        return datetime
+    return None
+
+
+@lru_cache(maxsize=None)
+def _write_plan(model: type[models.Model], names: tuple[str, ...] | None,
+                add: bool) -> tuple[tuple[models.Field, str, bool, type | None], ...]:
+    """Per field: the field, its attribute, whether `pre_save` only reads the attribute, its plain type."""
+    plan = []
+    for f in _fields(model, names):
+        reads = type(f).pre_save is models.Field.pre_save or (
+            isinstance(f, models.DateField) and not f.auto_now and not (add and f.auto_now_add)
+        )
+        plan.append((f, f.attname, reads, _plain_type(f)))
+    return tuple(plan)
+
+
+def _db_values(connection, names: tuple[str, ...] | None, obj: models.Model, add: bool) -> list[Any]:
+    """`f.get_db_prep_save(f.pre_save(obj, add))` for each named field (all when None), as the ORM saves them.
+
+    On PostgreSQL the conversion is skipped where it returns the value
+    unchanged: None, and a value of exactly the field's plain type (an aware
+    datetime for a datetime field).
+    """
+    postgres = connection.vendor == "postgresql"
+    values = []
+    for f, attname, reads, plain in _write_plan(type(obj), names, add):
+        value = getattr(obj, attname) if reads else f.pre_save(obj, add)
+        if postgres and (value is None or (type(value) is plain and (plain is not datetime or value.tzinfo))):
+            values.append(value)
+        else:
+            values.append(f.get_db_prep_save(value, connection))
     return values
 
 
@@ -106,13 +155,17 @@ def row_insert(obj: models.Model) -> None:
 
 def _insert_statement(connection, obj: models.Model, returning: bool):
     model = type(obj)
-    fields = [f for f in _fields(model, None) if not (f.primary_key and getattr(obj, f.attname) is None)]
-    values = [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields]
-    return _insert_sql(model, tuple(f.attname for f in fields), returning), values
+    names = None if getattr(obj, model._meta.pk.attname) is not None else _without_key(model)
+    return _insert_sql(model, names, returning), _db_values(connection, names, obj, True)
 
 
 @lru_cache(maxsize=None)
-def _insert_sql(model: type[models.Model], names: tuple[str, ...], returning: bool) -> str:
+def _without_key(model: type[models.Model]) -> tuple[str, ...]:
+    return tuple(f.name for f in _fields(model, None) if not f.primary_key)
+
+
+@lru_cache(maxsize=None)
+def _insert_sql(model: type[models.Model], names: tuple[str, ...] | None, returning: bool) -> str:
     meta = model._meta
     fields = _fields(model, names)
     columns = ", ".join(_qn(f.column) for f in fields)
@@ -132,7 +185,7 @@ def row_update(obj: models.Model, fields: Sequence[str]) -> int:
 def _update_statement(connection, obj: models.Model, fields: Sequence[str], by: Sequence[str]):
     model = type(obj)
     names, keys = tuple(fields), tuple(model._meta.pk.name if k == "pk" else k for k in by)
-    values = [f.get_db_prep_save(f.pre_save(obj, False), connection) for f in _fields(model, names)]
+    values = _db_values(connection, names, obj, False)
     where = [f.get_db_prep_value(getattr(obj, f.attname), connection) for f in _fields(model, keys)]
     return _update_sql(model, names, keys), [*values, *where]
 
@@ -235,6 +288,7 @@ def rows_select(fields: Sequence[models.Field], sql: str, params: Sequence[Any])
         return rows_convert(fields, cursor.fetchall())
 
 
+@lru_cache(maxsize=None)
 def field(model: type[models.Model], name: str) -> models.Field:
     return model._meta.get_field(name)
 
@@ -251,18 +305,22 @@ def row_from(model: type[M], values: Sequence[Any], *, alias: str = "default") -
     return model.from_db(alias, [f.attname for f in fields], _convert(connections[alias], fields, values))
 
 
+@lru_cache(maxsize=None)
 def columns(model: type[models.Model], prefix: str = "") -> str:
     """All concrete columns of `model`, in order, for a SELECT list (qualified with `prefix`)."""
     return ", ".join(f"{prefix}{_qn(f.column)}" for f in _fields(model, None))
 
 
+@lru_cache(maxsize=None)
 def width(model: type[models.Model]) -> int:
     return len(_fields(model, None))
 
 
+@lru_cache(maxsize=None)
 def table(model: type[models.Model]) -> str:
     return _qn(model._meta.db_table)
 
 
+@lru_cache(maxsize=None)
 def column(model: type[models.Model], name: str) -> str:
     return _qn(model._meta.get_field(name).column)

@@ -13,6 +13,7 @@ from agentrun.models import Run
 from agentrun.selectors import run_report
 from agentrun.services import run_cancel, run_rewind_clock, run_start
 from agentrun.statuses import TERMINAL
+from tickets.models import CustomerSession
 
 pytestmark = pytest.mark.usefixtures("settle")
 
@@ -170,3 +171,27 @@ def test_a_budget_that_cannot_be_used_is_refused_clearly_or_works(ticket_t1001, 
         pytest.fail(f"Budget.from_mapping accepted {mapping} but run_start raised {exc!r}")
     run = advance_without_crashing(run, [J42, {"handoff": "h"}])
     assert run.status in TERMINAL
+
+
+class SessionUnverifiedDuringRequest(ReplayAdapter):
+    """The customer's session loses its verification while the model request `at` is in flight."""
+
+    def __init__(self, script, session_id, at):
+        super().__init__(script)
+        self.session_id, self.at = session_id, at
+
+    def request(self, spec):
+        if spec.index == self.at:
+            CustomerSession.objects.filter(pk=self.session_id).update(verified=False)
+        return super().request(spec)
+
+
+def test_a_step_judges_a_call_against_the_session_as_it_is_now(ticket_t1001):
+    """Each step takes up the run as the previous one wrote it, but reads its session again."""
+    assert ticket_t1001.session.verified
+    script = [DOCS, J42, {"handoff": "h"}]
+    run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": script})
+    run = run_advance(run.pk, adapter=SessionUnverifiedDuringRequest(script, ticket_t1001.session_id, at=1))
+    report = run_report(run_id=run.pk)
+    assert [d["tool"] for d in report["dispatched"]] == ["search_docs"]  # the job read was never dispatched
+    assert report["status"] == "INVALID_OR_FORBIDDEN"

@@ -21,6 +21,8 @@ from supportagent.rows import (
     table,
     writes_together,
 )
+from agentrun.models import BudgetDefaults
+from agentrun.statuses import Status
 from tickets.models import Evidence, Job, Ticket
 
 
@@ -58,6 +60,24 @@ def test_an_update_writes_only_the_named_fields(ticket):
     assert row_update(evidence, ["tool", "args"]) == 1
     stored = Evidence.objects.get(pk=evidence.pk)
     assert (stored.tool, stored.args, stored.source_ref) == ("read_job_status", {"job_id": "J-1"}, "")
+
+
+def test_values_of_other_types_are_converted_by_their_fields(ticket):
+    """Only exact plain values skip the fields' conversions; the rest are converted as the ORM converts them."""
+    evidence = _evidence(ticket, number="91", truncated=1, tool=Status.RUNNING)
+    row_insert(evidence)
+    stored = Evidence.objects.get(pk=evidence.pk)
+    assert (stored.number, stored.truncated, stored.tool) == (91, True, Status.RUNNING.value)
+
+
+def test_a_field_that_sets_itself_on_save_is_set(db):
+    defaults = BudgetDefaults(pk=1, updated_by="a", updated_at=timezone.now() - timedelta(days=3))
+    row_insert(defaults)
+    defaults.updated_by = "b"
+    before = timezone.now()
+    row_update(defaults, ["updated_by", "updated_at"])
+    stored = BudgetDefaults.objects.get(pk=1)
+    assert stored.updated_by == "b" and stored.updated_at >= before
 
 
 def test_an_update_of_a_missing_row_changes_nothing(ticket):
