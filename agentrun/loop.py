@@ -25,7 +25,7 @@ from .adapters import ModelAdapter, ModelRequestSpec, adapter_for_run
 from .budgets import Budget
 from .dispatch import Dispatcher, dispatcher_for_run
 from .models import Run
-from .selectors import run_context, run_with_parties
+from .selectors import run_context
 from .operations import DispatchOp, ModelOp, Operation, OpResult
 from .steps import run_begin, run_record
 from .waiting import TimedOut, call_with_timeout
@@ -46,18 +46,18 @@ def run_advance(run_id: int, *, adapter: ModelAdapter | None = None, dispatcher:
     """Drive a run until it stops, comes to rest (waiting for approval), or is held by another worker."""
     if transaction.get_connection().in_atomic_block:
         raise RuntimeError("run_advance commits each step; call it outside any transaction")
-    run = run_with_parties(run_id=run_id)
-    adapter = adapter or adapter_for_run(run)
-    dispatcher = dispatcher or dispatcher_for_run(run)
-    budget = run.get_budget()
     owner = worker_identity()
     step = run_begin(run_id=run_id, owner=owner)
+    run = step.run  # with its ticket and session, as the operations see them
+    if step.op is not None:
+        adapter = adapter or adapter_for_run(run)
+        dispatcher = dispatcher or dispatcher_for_run(run)
+        budget = run.get_budget()
     while step.op is not None:
         result = _execute(step.op, run, budget, adapter, dispatcher)
         step = run_record(run_id=run_id, owner=owner, version=step.version, op=step.op, result=result,
                           tally=step.tally, run=step.run)
     if step.run is not None:  # as the last step wrote it
-        step.run.ticket = run.ticket
         return step.run
     return row_get(Run, run_id)
 

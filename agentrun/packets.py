@@ -19,7 +19,7 @@ def packet_write(*, run: Run, stop: Stop, draft: Draft | None, now: datetime) ->
     every reference the run produced or reused, in order of first appearance.
     """
     packet = ReviewPacket(
-        run=run,
+        run_id=run.pk,
         summary=draft.summary if draft else None,
         evidence_refs=list(draft.evidence) if draft else list(run.evidence_refs),
         attempts=_attempts(run),

@@ -1,4 +1,4 @@
-"""Reads about runs: a run with its parties, a run locked for a step, the context a model is shown, the report."""
+"""Reads about runs: a run locked for a step, the context a model is shown, the report."""
 from __future__ import annotations
 
 from functools import cache
@@ -18,39 +18,21 @@ from .statuses import Status
 from .tools import TOOLS
 
 
-def run_with_parties(*, run_id: int) -> Run:
-    """The run with its ticket and customer session, as the operations see them (one statement)."""
-    sql = (
-        f"SELECT {columns(Run, 'r.')}, {columns(Ticket, 't.')}, {columns(CustomerSession, 's.')}"
-        f" FROM {table(Run)} r JOIN {table(Ticket)} t ON t.id = r.{column(Run, 'ticket')}"
-        f" JOIN {table(CustomerSession)} s ON s.id = r.{column(Run, 'session')} WHERE r.id = %s"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [run_id])
-        row = cursor.fetchone()
-    if row is None:
-        raise Run.DoesNotExist(f"no run {run_id}")
-    n, m = width(Run), width(Run) + width(Ticket)
-    run = row_from(Run, row[:n])
-    run.ticket, run.session = row_from(Ticket, row[n:m]), row_from(CustomerSession, row[m:])
-    return run
-
-
-def run_get_locked(*, run_id: int, tally: Tally | None = None) -> Run:
+def run_get_locked(*, run_id: int, tally: Tally | None = None, ticket: bool = False) -> Run:
     """The run, row-locked until the transaction ends (needs one), with its customer session and row tally.
 
     One statement: the run's columns, its session's (a session can be verified
-    or revoked while a run goes on) and, unless `tally` is given, how many
-    request and attempt rows the run has, so that a step numbers what it
-    reserves without reading again.
+    or revoked while a run goes on), with `ticket` its ticket's, and, unless
+    `tally` is given, how many request and attempt rows the run has, so that a
+    step numbers what it reserves without reading again.
     """
     connection = transaction.get_connection()
     lock = connection.features.has_select_for_update
     with connection.cursor() as cursor:
         if tally is None:
-            cursor.execute(_locked_sql(lock, tally=True), [*TOOLS, run_id])
+            cursor.execute(_locked_sql(lock, tally=True, ticket=ticket), [*TOOLS, run_id])
         else:
-            cursor.execute(_locked_sql(lock, tally=False), [run_id])
+            cursor.execute(_locked_sql(lock, tally=False, ticket=ticket), [run_id])
         row = cursor.fetchone()
     if row is None:
         raise Run.DoesNotExist(f"no run {run_id}")
@@ -58,6 +40,9 @@ def run_get_locked(*, run_id: int, tally: Tally | None = None) -> Run:
     m = n + width(CustomerSession)
     run = row_from(Run, row[:n], alias=connection.alias)
     run.session = row_from(CustomerSession, row[n:m], alias=connection.alias)
+    if ticket:
+        run.ticket = row_from(Ticket, row[m : m + width(Ticket)], alias=connection.alias)
+        m += width(Ticket)
     if tally is None:
         requests, attempts, *per_tool = row[m:]
         tally = Tally(requests, attempts, tuple(zip(TOOLS, per_tool)))
@@ -103,7 +88,7 @@ def _relock_sql(lock: bool) -> str:
 
 
 @cache
-def _locked_sql(lock: bool, *, tally: bool) -> str:
+def _locked_sql(lock: bool, *, tally: bool, ticket: bool = False) -> str:
     run_fk, tool = column(ToolAttempt, "run"), column(ToolAttempt, "tool")
     counts = (
         f", (SELECT COUNT(*) FROM {table(ModelRequest)} q WHERE q.{column(ModelRequest, 'run')} = r.id),"
@@ -112,9 +97,11 @@ def _locked_sql(lock: bool, *, tally: bool) -> str:
                   for _ in TOOLS)
     )
     return (
-        f"SELECT {columns(Run, 'r.')}, {columns(CustomerSession, 's.')}{counts if tally else ''}"
-        f" FROM {table(Run)} r JOIN {table(CustomerSession)} s ON s.id = r.{column(Run, 'session')}"
-        f" WHERE r.id = %s" + (" FOR UPDATE OF r" if lock else "")
+        f"SELECT {columns(Run, 'r.')}, {columns(CustomerSession, 's.')}"
+        + (f", {columns(Ticket, 't.')}" if ticket else "") + (counts if tally else "")
+        + f" FROM {table(Run)} r JOIN {table(CustomerSession)} s ON s.id = r.{column(Run, 'session')}"
+        + (f" JOIN {table(Ticket)} t ON t.id = r.{column(Run, 'ticket')}" if ticket else "")
+        + " WHERE r.id = %s" + (" FOR UPDATE OF r" if lock else "")
     )
 
 

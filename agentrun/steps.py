@@ -77,13 +77,14 @@ def run_begin(*, run_id: int, owner: str) -> Next:
     """Claim the run for `owner` and start or resume it.
 
     Returns the first operation, reserved, or no operation when the run is
-    over, waits for an approval, or another live worker holds its lease.
+    over, waits for an approval, or another live worker holds its lease; and
+    the run, with its ticket and session.
     """
     with transaction.atomic(), writes_together():
-        run = run_get_locked(run_id=run_id)
+        run = run_get_locked(run_id=run_id, ticket=True)
         now = timezone.now()
         if not run.is_active or _held_by_other(run, owner, now):
-            return Next(None, run.version, run.tally)
+            return Next(None, run.version, run.tally, run)
         if run.status == Status.WAITING_APPROVAL:
             op = _resume_approved(run, now)
         else:
@@ -198,7 +199,7 @@ def _plan_request(run: Run, now: datetime) -> Operation | None:
     index = run.tally.requests
     run.tally = replace(run.tally, requests=index + 1)
     request = ModelRequest(
-        run=run,
+        run_id=run.pk,
         seq=index + 1,
         reserved_tokens=budget.reserved_tokens_per_request,
         reserved_cost_micros=budget.reserved_cost_per_request,
@@ -215,7 +216,7 @@ def _plan_request(run: Run, now: datetime) -> Operation | None:
 def _reserve_attempt(run: Run, call: NormalizedCall, now: datetime, *, retry_number: int = 0) -> DispatchOp:
     tally = run.tally
     attempt = ToolAttempt(
-        run=run,
+        run_id=run.pk,
         seq=tally.attempts + 1,
         call_id=call.call_id or "",
         tool=call.tool,
@@ -257,7 +258,7 @@ ATTEMPT_RESULT_FIELDS = ["outcome", "result_excerpt", "error", "evidence", "fini
 
 
 def _record_model(run: Run, op: ModelOp, res: OpResult, now: datetime) -> Operation | None:
-    request = ModelRequest(run=run, seq=op.index + 1, reserved_tokens=op.reserved_tokens,
+    request = ModelRequest(run_id=run.pk, seq=op.index + 1, reserved_tokens=op.reserved_tokens,
                            reserved_cost_micros=op.reserved_cost_micros)
     request.finished_at, request.latency_ms = now, res.latency_ms
     stop = _settle_request(run, request, res, now)
@@ -432,7 +433,7 @@ def _recover_interrupted(run: Run, now: datetime) -> None:
 
 
 def _record_dispatch(run: Run, op: DispatchOp, res: OpResult, now: datetime) -> Operation | None:
-    attempt = ToolAttempt(run=run, seq=op.seq, tool=op.tool, args=op.args, call_key=op.call_key,
+    attempt = ToolAttempt(run_id=run.pk, seq=op.seq, tool=op.tool, args=op.args, call_key=op.call_key,
                           call_id=op.call_id, retry_number=op.retry_number)
     attempt.finished_at, attempt.latency_ms = now, res.latency_ms
     outcome = res.result
