@@ -11,7 +11,9 @@ from .statuses import ACTIVE, Detail, Status
 class Run(models.Model):
     ticket = models.ForeignKey("tickets.Ticket", on_delete=models.PROTECT, related_name="runs")
     session = models.ForeignKey("tickets.CustomerSession", on_delete=models.PROTECT, related_name="runs")
-    status = models.CharField(max_length=24, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    # Indexed by (status, deadline_at) below, which serves a filter on status alone too; every
+    # further index on a run is written again each time a step changes the status.
+    status = models.CharField(max_length=24, choices=Status.choices, default=Status.QUEUED)
     detail = models.CharField(max_length=24, choices=Detail.choices, blank=True, default="")
     stop_note = models.TextField(blank=True, default="")
     model_name = models.CharField(max_length=120)
@@ -85,7 +87,8 @@ class ModelRequest(models.Model):
         USAGE_OVERRUN = "usage_overrun"
         INTERRUPTED = "interrupted"
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_request_rows")
+    # No index of its own: the unique (run, seq) constraint leads with the run.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_request_rows", db_index=False)
     seq = models.PositiveIntegerField(help_text="1-based, per run, in this run's records.")
     reserved_tokens = models.PositiveBigIntegerField()
     reserved_cost_micros = models.PositiveBigIntegerField()
@@ -115,7 +118,8 @@ class ToolAttempt(models.Model):
         TIMEOUT = "timeout"
         INTERRUPTED = "interrupted"
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts")
+    # No index of its own: the unique (run, seq) constraint leads with the run.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts", db_index=False)
     seq = models.PositiveIntegerField()
     call_id = models.CharField(max_length=200, blank=True)
     tool = models.CharField(max_length=64)

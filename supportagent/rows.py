@@ -212,15 +212,19 @@ class _Batch:
             self.send()
         return execute(sql, params, many, context)
 
-    def send(self) -> None:
-        """One statement on PostgreSQL (the writes as data-modifying WITH clauses), one each elsewhere."""
+    def take(self) -> list[tuple[str, list[Any]]]:
+        """The held writes as statements to send: one on PostgreSQL (data-modifying WITH clauses), one each elsewhere."""
         pending, self.pending = self.pending, []
-        if not pending:
-            return
         if self.connection.vendor == "postgresql" and len(pending) > 1:
             *first, (last_sql, last_params) = pending
             clauses = ", ".join(f"w{i} AS ({sql})" for i, (sql, _) in enumerate(first))
             pending = [(f"WITH {clauses} {last_sql}", [p for _, params in first for p in params] + last_params)]
+        return pending
+
+    def send(self) -> None:
+        pending = self.take()
+        if not pending:
+            return
         self.sending = True
         try:
             with self.connection.cursor() as cursor:
@@ -233,7 +237,9 @@ class _Batch:
 @contextmanager
 def writes_together(using: str = "default") -> Iterator[None]:
     """Within the block, `row_update_later` and `row_insert_later` hold their writes until the
-    block ends or another statement runs on the connection, then send them together.
+    block ends or another statement runs on the connection, then send them together. On
+    `supportagent.postgres` the block's end hands them to the connection, which sends them in one
+    round trip with the transaction's next statement or its COMMIT.
 
     Must be inside a transaction; the writes' order among themselves is not
     guaranteed, so they must touch different rows.
@@ -247,7 +253,11 @@ def writes_together(using: str = "default") -> Iterator[None]:
     try:
         with connection.execute_wrapper(batch.before_statement):
             yield
-            batch.send()
+            hold = getattr(connection, "hold_writes", None)
+            if hold is None:
+                batch.send()
+        if hold is not None:
+            hold(batch.take())
     finally:
         connection._rows_batch = previous
 
