@@ -16,7 +16,7 @@ The server runs the same `BEGIN ... COMMIT` block, statement for statement, in
 the same order. An error in any part of a pipeline is raised as the error of
 the statement (or the commit) it was sent with, and Django rolls back as usual.
 Every statement still goes through Django's cursor and its execute wrappers;
-only BEGIN and COMMIT, which Django never shows them, are sent directly.
+only BEGIN and COMMIT are sent directly, as psycopg sends them for stock Django.
 """
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db.backends.postgresql import base
-from psycopg import IsolationLevel
 from django.db.backends.utils import CursorWrapper as _CursorWrapper
 from django.db.backends.utils import debug_transaction
+from psycopg import IsolationLevel
 
 
 class DatabaseWrapper(base.DatabaseWrapper):
