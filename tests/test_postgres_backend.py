@@ -151,3 +151,14 @@ def test_transactions_follow_each_other_on_one_connection(other):
             _account(code)
         assert _visible(other, code)
         assert connection.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
+def test_a_transaction_after_the_connection_went_back_to_the_pool(other):
+    with transaction.atomic():
+        _account("before-pool")
+    connection.close()  # back to the pool; the next transaction may get another connection
+    with transaction.atomic():
+        Account.objects.select_for_update().get(code="before-pool")
+        with writes_together():
+            _rename_later(Account.objects.get(code="before-pool"), "after-pool")
+    assert other.execute(f"SELECT name FROM {table(Account)} WHERE code = %s", ["before-pool"]).fetchone()[0] == "after-pool"

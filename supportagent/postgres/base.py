@@ -34,6 +34,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         super().__init__(*args, **kwargs)
         self._begin_pending = False  # a transaction Django has opened that has not reached the server yet
         self._held: list[tuple[str, Sequence[Any]]] = []
+        self._tx_cursor = None  # sends BEGIN and COMMIT; made once per psycopg connection
 
     # --- Django's transaction hooks ----------------------------------------------
 
@@ -54,9 +55,9 @@ class DatabaseWrapper(base.DatabaseWrapper):
                 with debug_transaction(self, "COMMIT"), self.wrap_database_errors:
                     with self.connection.pipeline():
                         if begin:
-                            self.connection.execute(self._begin_sql())
+                            self._command(self._begin_sql())
                         self._send(held)
-                        self.connection.execute("COMMIT")
+                        self._command("COMMIT")
         finally:
             self._begin_pending = not self.autocommit  # still inside Django's non-autocommit mode: a new one
 
@@ -68,7 +69,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
             self._begin_pending = not self.autocommit
 
     def _close(self) -> None:
-        self._held, self._begin_pending = [], False
+        self._held, self._begin_pending, self._tx_cursor = [], False, None
         super()._close()
 
     # --- held writes -----------------------------------------------------------------
@@ -92,7 +93,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         with self.wrap_database_errors:
             with self.connection.pipeline():
                 if begin:
-                    self.connection.execute(self._begin_sql())
+                    self._command(self._begin_sql())
                 self._send(held)
                 if pipelined:
                     return execute()
@@ -103,6 +104,12 @@ class DatabaseWrapper(base.DatabaseWrapper):
             with self.cursor() as cursor:
                 for sql, params in statements:
                     cursor.execute(sql, params)
+
+    def _command(self, sql: str) -> None:
+        cursor = self._tx_cursor
+        if cursor is None or cursor.connection is not self.connection:  # a connection from the pool
+            cursor = self._tx_cursor = self.connection.cursor()
+        cursor.execute(sql)
 
     def _begin_sql(self) -> str:
         level = self.settings_dict["OPTIONS"].get("isolation_level")
