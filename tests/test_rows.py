@@ -129,7 +129,7 @@ class _Statements:
         return execute(sql, params, many, context)
 
 
-def test_held_writes_are_sent_together_when_the_block_ends(ticket):
+def test_held_writes_are_sent_together(ticket):
     first, second = _evidence(ticket, number=91, content_hash="a" * 64), _evidence(ticket, number=92)
     row_insert(first)
     statements = _Statements()

@@ -26,6 +26,7 @@ from typing import Any
 from django.db.backends.postgresql import base
 from django.db.backends.utils import CursorWrapper as _CursorWrapper
 from django.db.backends.utils import debug_transaction
+from django.db.transaction import TransactionManagementError
 from psycopg import IsolationLevel
 
 
@@ -80,7 +81,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         Needs a transaction: a rollback drops them, as it would have undone them.
         """
         if self.get_autocommit():
-            raise RuntimeError("hold_writes() needs a transaction")
+            raise TransactionManagementError("hold_writes() needs a transaction")
         self._held.extend(statements)
 
     def run_with_prelude(self, execute: Callable[[], Any], *, pipelined: bool = True) -> Any:
