@@ -126,6 +126,16 @@ def test_a_failing_first_statement_raises_its_own_error_and_rolls_back(other):
     assert _visible(other, "after-error")
 
 
+def test_a_failing_first_statement_sent_with_begin_raises_its_own_error_and_rolls_back(other):
+    with pytest.raises(ProgrammingError):
+        with transaction.atomic():
+            with connection.cursor() as cursor:  # with parameters: in one pipeline with BEGIN
+                cursor.execute("SELECT no_such_column FROM tickets_account WHERE id = %s", [1])
+    _account("after-pipelined-error")
+    assert _visible(other, "after-pipelined-error")
+    assert connection.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+
+
 def test_a_failed_savepoint_keeps_the_outer_transaction(other):
     with transaction.atomic():
         _account("outer")

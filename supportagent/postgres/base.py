@@ -55,9 +55,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
             if self.connection is not None:
                 with debug_transaction(self, "COMMIT"), self.wrap_database_errors:
                     with self.connection.pipeline():
-                        if begin:
-                            self._command(self._begin_sql())
-                        self._send(held)
+                        self._send_prelude(begin, held)
                         self._command("COMMIT")
         finally:
             self._begin_pending = not self.autocommit  # still inside Django's non-autocommit mode: a new one
@@ -93,17 +91,18 @@ class DatabaseWrapper(base.DatabaseWrapper):
         begin, self._begin_pending = self._begin_pending, False
         with self.wrap_database_errors:
             with self.connection.pipeline():
-                if begin:
-                    self._command(self._begin_sql())
-                self._send(held)
+                self._send_prelude(begin, held)
                 if pipelined:
                     return execute()
         return execute()
 
-    def _send(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
-        if statements:
-            with self.cursor() as cursor:
-                for sql, params in statements:
+    def _send_prelude(self, begin: bool, held: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        """BEGIN (when the transaction has not reached the server), then the held writes, into the open pipeline."""
+        if begin:
+            self._command(self._begin_sql())
+        if held:
+            with self.cursor() as cursor:  # through Django's cursor: execute wrappers see them
+                for sql, params in held:
                     cursor.execute(sql, params)
 
     def _command(self, sql: str) -> None:
