@@ -11,7 +11,9 @@ Measures, in one run:
   the floor's, as a ratio (the two take turns, so both see the machine alike);
 * 200 runs at concurrency 50 through real Celery workers (one process per core,
   threads sharing the concurrency) with 50 ms latency on every model request and
-  dispatch: wall time against the ideal (1 s);
+  dispatch: wall time against the ideal (1 s); and the same for the floor loop
+  as a Celery task on workers configured alike (bench/floor_worker.py), the two
+  taking turns, as what the machine allows any loop through Celery;
 * a worker's resident memory after 10,000 runs against after 100.
 
 Statements are counted as Django sends them; a step's held writes, sent as one
@@ -35,7 +37,8 @@ import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/supportagent_bench")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportagent.settings")
@@ -60,6 +63,9 @@ from agentrun.services import run_start  # noqa: E402
 from agentrun.statuses import TERMINAL  # noqa: E402
 from tickets.demo import seed_demo  # noqa: E402
 from tickets.models import Ticket  # noqa: E402
+
+from floor import SCHEMA as FLOOR_SCHEMA  # noqa: E402
+from floor import floor_run, floor_start  # noqa: E402
 
 CYCLES = 3  # model requests in the J-42 scenario; two of them lead to a dispatch
 
@@ -111,25 +117,7 @@ def count_one_run(ticket: Ticket, counter: StatementCounter, probe: psycopg.Conn
     return next_xid(probe) - before_xid, counter.count - before_stmts
 
 
-# --- the floor: plain psycopg, one committed reservation before each of the 5 operations ---
-
-
-FLOOR_SCHEMA = """
-CREATE TABLE IF NOT EXISTS bench_floor_run (id bigserial PRIMARY KEY, model_requests int NOT NULL DEFAULT 0,
-    tool_attempts int NOT NULL DEFAULT 0, status text NOT NULL DEFAULT 'RUNNING');
-CREATE TABLE IF NOT EXISTS bench_floor_op (id bigserial PRIMARY KEY, run_id bigint NOT NULL, kind text NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now());
-"""
-
-
-def floor_run(conn: psycopg.Connection) -> None:
-    with conn.transaction():
-        run_id = conn.execute("INSERT INTO bench_floor_run DEFAULT VALUES RETURNING id").fetchone()[0]
-    for kind in ("model", "dispatch", "model", "dispatch", "model"):
-        counter = "model_requests" if kind == "model" else "tool_attempts"
-        with conn.transaction():
-            conn.execute(f"UPDATE bench_floor_run SET {counter} = {counter} + 1 WHERE id = %s", (run_id,))
-            conn.execute("INSERT INTO bench_floor_op (run_id, kind) VALUES (%s, %s)", (run_id, kind))
+# --- the floor (bench/floor.py) ---------------------------------------------------
 
 
 def count_floor_run(floor: psycopg.Connection, probe: psycopg.Connection) -> int:
@@ -157,26 +145,31 @@ def p95(values: list[float]) -> float:
 
 
 class Workers:
-    """`processes` Celery worker processes on one queue, as the README runs them: one per core, threads in each."""
+    """`processes` Celery worker processes on one queue, as the README runs them: one per core, threads in each.
 
-    def __init__(self, concurrency: int, processes: int):
+    `app` is the Celery app they run: the project's, or the floor's (bench/floor_worker.py).
+    """
+
+    def __init__(self, concurrency: int, processes: int, app: str = "supportagent"):
         self.queue = f"bench-{uuid.uuid4().hex[:8]}"
         threads = max(concurrency // processes, 1)
         env = {**os.environ, "CELERY_BROKER_URL": BROKER, "AGENT_QUEUE": self.queue,
-               "DATABASE_POOL_MAX": str(min(threads, 40))}
+               "DATABASE_POOL_MAX": str(min(threads, 40)), "PYTHONPATH": str(ROOT)}
         self.log = open(ROOT / "var" / "bench-worker.log", "ab")
         self.procs = [
             subprocess.Popen(
-                [str(Path(sys.executable).with_name("celery")), "-A", "supportagent", "worker", "--pool", "threads",
-                 "--concurrency", str(threads), "-Q", self.queue, "-n", f"bench{i}@%h", "--without-gossip",
+                [str(Path(sys.executable).with_name("celery")), "-A", app, "worker", "--pool", "threads",
+                 "--concurrency", str(threads), "-Q", self.queue, "-n", f"bench-{app}{i}@%h", "--without-gossip",
                  "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"],
-                cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                cwd=ROOT if app == "supportagent" else BENCH, env=env, stdout=self.log, stderr=subprocess.STDOUT,
             )
             for i in range(processes)
         ]
-        from supportagent.celery import app
-
-        app.conf.update(task_always_eager=False, broker_url=BROKER, task_default_queue=self.queue)
+        if app == "supportagent":
+            from supportagent.celery import app as celery_app
+        else:
+            from floor_worker import app as celery_app
+        celery_app.conf.update(task_always_eager=False, broker_url=BROKER, task_default_queue=self.queue)
 
     def rss_kib(self) -> int:
         """Resident memory of the largest worker process."""
@@ -200,34 +193,59 @@ def drive(ids: list[int], timeout: float) -> float:
     """Enqueue the runs and wait until all are terminal; the wall time in seconds."""
     from agentrun.tasks import advance_run
 
+    pending = "SELECT count(*) FROM agentrun_run WHERE id = ANY(%s) AND NOT status = ANY(%s)"
+    return _drive(lambda run_id: advance_run.apply_async((run_id,)), ids, pending, [ids, list(TERMINAL)], timeout)
+
+
+def drive_floor(ids: list[int], latency: float, timeout: float) -> float:
+    """Enqueue the floor runs on the floor's workers and wait until all are done; the wall time in seconds."""
+    from floor_worker import floor_task
+
+    pending = "SELECT count(*) FROM bench_floor_run WHERE id = ANY(%s) AND status <> 'DONE'"
+    return _drive(lambda run_id: floor_task.apply_async((run_id, latency)), ids, pending, [ids], timeout)
+
+
+def _drive(enqueue, ids: list[int], pending_sql: str, params: list, timeout: float) -> float:
     began = time.perf_counter()
     for run_id in ids:
-        advance_run.apply_async((run_id,))
+        enqueue(run_id)
     until = time.monotonic() + timeout
     with connection.cursor() as cursor:  # a light poll: the workers share these cores
         while True:
-            cursor.execute("SELECT count(*) FROM agentrun_run WHERE id = ANY(%s) AND NOT status = ANY(%s)",
-                           [ids, list(TERMINAL)])
+            cursor.execute(pending_sql, params)
             if cursor.fetchone()[0] == 0:
                 break
             if time.monotonic() > until:
-                raise RuntimeError(f"runs not finished after {timeout} s")
+                raise RuntimeError(f"{len(ids)} runs not finished after {timeout} s")
             time.sleep(0.01)
     return time.perf_counter() - began
 
 
-def concurrency_figures(ticket: Ticket, runs: int, concurrency: int, latency: float, processes: int) -> dict:
-    worker = Workers(concurrency, processes)
+def concurrency_figures(ticket: Ticket, floor: psycopg.Connection, runs: int, concurrency: int, latency: float,
+                        processes: int, rounds: int) -> dict:
+    """The loop's and the floor's wall time for `runs` runs at `concurrency`, each on its own workers,
+    taking turns `rounds` times (the median of each is reported)."""
+    ours, base = Workers(concurrency, processes), Workers(concurrency, processes, app="floor_worker")
     try:
-        drive([start(ticket).pk for _ in range(4 * concurrency)], 120)  # warm up: the workers are up and connected
-        ids = [start(ticket, latency).pk for _ in range(runs)]
-        wall = drive(ids, 300)
+        # Warm up: the workers are up and connected, and their statements prepared.
+        drive([start(ticket).pk for _ in range(4 * concurrency)], 120)
+        drive_floor([floor_start(floor) for _ in range(4 * concurrency)], 0.0, 120)
+        walls, floor_walls = [], []
+        for _ in range(rounds):
+            ids = [start(ticket, latency).pk for _ in range(runs)]
+            walls.append(drive(ids, 300))
+            floor_ids = [floor_start(floor) for _ in range(runs)]
+            floor_walls.append(drive_floor(floor_ids, latency, 300))
     finally:
-        worker.stop()
+        ours.stop()
+        base.stop()
     ideal = runs * 5 * latency / concurrency
+    wall, floor_wall = statistics.median(walls), statistics.median(floor_walls)
     return {"concurrency_workers": processes, "concurrency_wall_s": round(wall, 3),
             "concurrency_ideal_s": round(ideal, 3),
-            "concurrency_efficiency": round(ideal / wall, 3)}
+            "concurrency_efficiency": round(ideal / wall, 3),
+            "floor_concurrency_wall_s": round(floor_wall, 3),
+            "floor_concurrency_efficiency": round(ideal / floor_wall, 3)}
 
 
 def memory_figures(ticket: Ticket, first: int, total: int) -> dict:
@@ -256,6 +274,8 @@ def main() -> int:
     parser.add_argument("--latency-ms", type=float, default=50.0)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                         help="worker processes sharing the concurrency (default: one per core)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="concurrency measurements of the loop and of the floor, taking turns (default 3)")
     parser.add_argument("--memory-runs", type=int, default=10_000)
     args = parser.parse_args()
 
@@ -289,8 +309,9 @@ def main() -> int:
         "floor_ms_per_run_p95": round(p95(base), 2),
         "ratio_to_floor": round(statistics.median(ours) / statistics.median(base), 2),
     }
-    figures |= concurrency_figures(ticket, args.concurrency_runs, args.concurrency, args.latency_ms / 1000,
-                                   args.workers)
+    with psycopg.connect(conninfo, autocommit=True) as floor:
+        figures |= concurrency_figures(ticket, floor, args.concurrency_runs, args.concurrency, args.latency_ms / 1000,
+                                       args.workers, args.rounds)
     figures |= memory_figures(ticket, 100, args.memory_runs)
     if args.json:
         print(json.dumps(figures))

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import pytest
 
+from django.utils import timezone
+
 from agentrun.tools import TOOLS
+from tickets.models import Document, DocumentRevision
 from tickets.selectors import SessionScope
 
 
@@ -38,6 +41,41 @@ def test_search_returns_at_most_max_results(dana, limit):
 def test_search_with_no_match_is_an_empty_result(dana):
     result = search(dana, "zebra quantum pineapple")
     assert result.content == {"query": "zebra quantum pineapple", "results": []}
+
+
+def ids(result) -> list[str]:
+    return [r["id"] for r in result.content["results"]]
+
+
+def test_search_finds_a_new_revision_and_forgets_the_old_one(dana):
+    document = Document.objects.get(code="DOC-EXPORT-7")
+    document.revisions.filter(is_current=True).update(is_current=False)
+    DocumentRevision.objects.create(document=document, number=4, body="Exports need the zircon badge.",
+                                    is_current=True, published_at=timezone.now())
+    assert ids(search(dana, "zircon badge")) == ["DOC-EXPORT-7"]
+    found = search(dana, "export_role_required").content["results"]
+    assert [(r["revision"], "EXPORT_ROLE_REQUIRED" in r["excerpt"]) for r in found if r["id"] == "DOC-EXPORT-7"] == [
+        ("r4", False)]
+
+
+def test_search_follows_an_edited_body_and_a_renamed_title(dana):
+    revision = DocumentRevision.objects.get(document__code="DOC-EXPORT-7", is_current=True)
+    revision.body = "Nothing about roles here; ask about the obsidian ledger."
+    revision.save()
+    assert ids(search(dana, "obsidian ledger")) == ["DOC-EXPORT-7"]
+    Document.objects.filter(code="DOC-EXPORT-7").update(title="Basalt archive settings")
+    assert ids(search(dana, "basalt archive")) == ["DOC-EXPORT-7"]
+    assert "DOC-EXPORT-7" not in ids(search(dana, "CSV export permissions"))
+
+
+def test_search_ranks_a_title_match_above_a_body_match(dana):
+    now = timezone.now()
+    in_title = Document.objects.create(code="DOC-T", title="Quartz retention")
+    in_body = Document.objects.create(code="DOC-B", title="Other matters")
+    DocumentRevision.objects.create(document=in_title, number=1, body="Unrelated.", is_current=True, published_at=now)
+    DocumentRevision.objects.create(document=in_body, number=1, body="Quartz retention applies.", is_current=True,
+                                    published_at=now)
+    assert ids(search(dana, "quartz retention")) == ["DOC-T", "DOC-B"]
 
 
 def test_an_injected_instruction_in_a_document_is_returned_as_data(dana):

@@ -113,18 +113,16 @@ def _documents_search_postgres(terms: list[str], limit: int) -> list[DocumentRev
 
 @cache
 def _search_sql(terms: int) -> str:
-    vector = (
-        f"setweight(to_tsvector('english'::regconfig, COALESCE(d.{column(Document, 'title')}, '')), 'A')"
-        f" || setweight(to_tsvector('english'::regconfig, COALESCE(r.{column(DocumentRevision, 'body')}, '')), 'B')"
-    )
+    """Over the revisions' stored vectors (tickets migration 0002: the title weighs A, the body B)."""
     query = " || ".join(["plainto_tsquery('english'::regconfig, %s)"] * terms)
-    ranked = (
-        f"SELECT {columns(DocumentRevision, 'r.')}, {columns(Document, 'd.')}, ts_rank({vector}, q.query) AS rank"
+    return (
+        f"SELECT {columns(DocumentRevision, 'r.')}, {columns(Document, 'd.')}"
         f" FROM {table(DocumentRevision)} r JOIN {table(Document)} d ON d.id = r.{column(DocumentRevision, 'document')},"
         f" (SELECT {query} AS query) q"
-        f" WHERE d.{column(Document, 'public')} AND r.{column(DocumentRevision, 'is_current')}"
+        f" WHERE r.{column(DocumentRevision, 'is_current')} AND d.{column(Document, 'public')}"
+        f" AND r.search_vector @@ q.query"
+        f" ORDER BY ts_rank(r.search_vector, q.query) DESC, d.{column(Document, 'code')} LIMIT %s"
     )
-    return f"SELECT * FROM ({ranked}) s WHERE s.rank > 0 ORDER BY s.rank DESC, s.{column(Document, 'code')} LIMIT %s"
 
 
 def _documents_search_portable(current, terms: list[str], limit: int) -> list[DocumentRevision]:
