@@ -1,0 +1,30 @@
+"""The benchmark runs end to end (on small numbers) and prints the figures the README promises."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+from tests.workers import ROOT
+
+KEYS = {"commits_per_cycle", "statements_per_run", "ms_per_run_median", "floor_ms_per_run_median", "ratio_to_floor",
+        "concurrency_efficiency", "floor_concurrency_efficiency", "rss_growth_ratio"}
+
+
+def test_the_benchmark_prints_its_figures_as_json():
+    database = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/supportagent_bench_smoke"
+    env = {**os.environ, "DATABASE_URL": database, "DJANGO_SECRET_KEY": "bench-smoke-" + uuid.uuid4().hex}
+    args = ["--json", "--runs", "3", "--concurrency-runs", "8", "--concurrency", "4", "--rounds", "1",
+            "--memory-runs", "110"]
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "loop_bench.py"), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert KEYS <= figures.keys()
+    # J-42 is 3 cycles in 6 commits: the reservation of each operation merged with the previous result.
+    assert (figures["commits_per_run"], figures["commits_per_cycle"], figures["floor_commits_per_run"]) == (6, 2.0, 6)
+    assert figures["statements_per_run"] > 0 and figures["ratio_to_floor"] > 1
+    assert 0 < figures["concurrency_efficiency"] <= 1.1 and 0 < figures["floor_concurrency_efficiency"] <= 1.1
+    assert figures["rss_growth_ratio"] > 0
