@@ -8,7 +8,10 @@ Measures, in one run:
   request and the dispatch it leads to), against a plain psycopg loop that
   commits one reservation before each of the 5 operations (the floor);
 * median and p95 milliseconds per run through the real loop and services, and
-  the floor's, as a ratio (the two take turns, so both see the machine alike);
+  the floor's, as a ratio; and the same run's psycopg commands replayed alone on
+  a plain connection (what the statements cost, without Django, the loop's
+  decisions or its threads), as a ratio to the floor too (the three take turns,
+  so all see the machine alike);
 * 200 runs at concurrency 50 through real Celery workers (one process per core,
   threads sharing the concurrency) with 50 ms latency on every model request and
   dispatch: wall time against the ideal (1 s); and the same for the floor loop
@@ -35,6 +38,7 @@ import subprocess
 import sys
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -126,8 +130,61 @@ def count_floor_run(floor: psycopg.Connection, probe: psycopg.Connection) -> int
     return next_xid(probe) - before
 
 
+# --- the loop's own statements, alone ------------------------------------------------
+
+
+class Recording:
+    """The psycopg commands of one run of the loop, in order, with its pipelines, replayed alone.
+
+    Replaying them on a plain psycopg connection (nothing of Django, of the
+    loop's decisions or of its threads) measures what the statements themselves
+    cost: the part of the time per run that no change short of sending other
+    statements can remove. Every integer parameter equal to the recorded run's
+    id is replaced by the id of the run replayed into (run ids are far above
+    every other number a J-42 run sends).
+    """
+
+    def __init__(self, ticket: Ticket):
+        self.commands: list[tuple[str, object, object]] = []
+        execute, pipeline, commands = psycopg.Cursor.execute, psycopg.Connection.pipeline, self.commands
+
+        def recorded_execute(cursor, query, params=None, **kwargs):
+            commands.append(("execute", query, params))
+            return execute(cursor, query, params, **kwargs)
+
+        @contextmanager
+        def recorded_pipeline(conn):
+            commands.append(("pipeline", None, None))
+            with pipeline(conn) as p:
+                yield p
+            commands.append(("end", None, None))
+
+        run = start(ticket)
+        psycopg.Cursor.execute, psycopg.Connection.pipeline = recorded_execute, recorded_pipeline
+        try:
+            run_advance(run.pk)
+        finally:
+            psycopg.Cursor.execute, psycopg.Connection.pipeline = execute, pipeline
+        self.run_id = run.pk
+
+    def replay(self, conn: psycopg.Connection, run_id: int) -> None:
+        cursor, pipelines = conn.cursor(), []
+        for kind, query, params in self.commands:
+            if kind == "pipeline":
+                pipelines.append(conn.pipeline())
+                pipelines[-1].__enter__()
+            elif kind == "end":
+                pipelines.pop().__exit__(None, None, None)
+            else:
+                if params is not None:
+                    params = [run_id if type(p) is int and p == self.run_id else p for p in params]
+                cursor.execute(query, params)
+                if not pipelines and cursor.description is not None:
+                    cursor.fetchall()
+
+
 def timed(fns, n: int) -> list[list[float]]:
-    """Milliseconds of each of `fns`, called in turn `n` times, so that both see the machine alike."""
+    """Milliseconds of each of `fns`, called in turn `n` times, so that all see the machine alike."""
     times = [[] for _ in fns]
     for _ in range(n):
         for fn, spent in zip(fns, times):
@@ -287,7 +344,8 @@ def main() -> int:
 
     counter = StatementCounter()
     conninfo = os.environ["DATABASE_URL"]
-    with psycopg.connect(conninfo, autocommit=True) as probe, psycopg.connect(conninfo, autocommit=True) as floor:
+    with (psycopg.connect(conninfo, autocommit=True) as probe, psycopg.connect(conninfo, autocommit=True) as floor,
+          psycopg.connect(conninfo, autocommit=True) as alone):
         floor.execute(FLOOR_SCHEMA)
         for _ in range(5):  # warm caches on both sides
             count_one_run(ticket, counter, probe)
@@ -295,7 +353,11 @@ def main() -> int:
         samples = [count_one_run(ticket, counter, probe) for _ in range(10)]
         commits, statements = min(s[0] for s in samples), min(s[1] for s in samples)
         floor_commits = min(count_floor_run(floor, probe) for _ in range(10))
-        ours, base = timed([lambda: run_advance(start(ticket).pk), lambda: floor_run(floor)], args.runs)
+        recording = Recording(ticket)
+        for _ in range(5):
+            recording.replay(alone, start(ticket).pk)
+        ours, base, sql_alone = timed([lambda: run_advance(start(ticket).pk), lambda: floor_run(floor),
+                                       lambda: recording.replay(alone, start(ticket).pk)], args.runs)
 
     figures = {
         "commits_per_run": commits,
@@ -308,6 +370,8 @@ def main() -> int:
         "floor_ms_per_run_median": round(statistics.median(base), 2),
         "floor_ms_per_run_p95": round(p95(base), 2),
         "ratio_to_floor": round(statistics.median(ours) / statistics.median(base), 2),
+        "sql_alone_ms_per_run_median": round(statistics.median(sql_alone), 2),
+        "sql_alone_ratio_to_floor": round(statistics.median(sql_alone) / statistics.median(base), 2),
     }
     with psycopg.connect(conninfo, autocommit=True) as floor:
         figures |= concurrency_figures(ticket, floor, args.concurrency_runs, args.concurrency, args.latency_ms / 1000,

@@ -10,7 +10,7 @@ import uuid
 from tests.workers import ROOT
 
 KEYS = {"commits_per_cycle", "statements_per_run", "ms_per_run_median", "floor_ms_per_run_median", "ratio_to_floor",
-        "concurrency_efficiency", "floor_concurrency_efficiency", "rss_growth_ratio"}
+        "sql_alone_ratio_to_floor", "concurrency_efficiency", "floor_concurrency_efficiency", "rss_growth_ratio"}
 
 
 def test_the_benchmark_prints_its_figures_as_json():
@@ -25,6 +25,6 @@ def test_the_benchmark_prints_its_figures_as_json():
     assert KEYS <= figures.keys()
     # J-42 is 3 cycles in 6 commits: the reservation of each operation merged with the previous result.
     assert (figures["commits_per_run"], figures["commits_per_cycle"], figures["floor_commits_per_run"]) == (6, 2.0, 6)
-    assert figures["statements_per_run"] > 0 and figures["ratio_to_floor"] > 1
+    assert figures["statements_per_run"] > 0 and figures["ratio_to_floor"] > 1 and figures["sql_alone_ratio_to_floor"] > 0
     assert 0 < figures["concurrency_efficiency"] <= 1.1 and 0 < figures["floor_concurrency_efficiency"] <= 1.1
     assert figures["rss_growth_ratio"] > 0
