@@ -139,48 +139,61 @@ class Recording:
     Replaying them on a plain psycopg connection (nothing of Django, of the
     loop's decisions or of its threads) measures what the statements themselves
     cost: the part of the time per run that no change short of sending other
-    statements can remove. Every integer parameter equal to the recorded run's
-    id is replaced by the id of the run replayed into (run ids are far above
-    every other number a J-42 run sends).
+    statements can remove. Two runs are recorded; a parameter is the run's id
+    where it is each run's own id in both, and a replay puts its run's id there.
     """
 
     def __init__(self, ticket: Ticket):
-        self.commands: list[tuple[str, object, object]] = []
-        execute, pipeline, commands = psycopg.Cursor.execute, psycopg.Connection.pipeline, self.commands
-
-        def recorded_execute(cursor, query, params=None, **kwargs):
-            commands.append(("execute", query, params))
-            return execute(cursor, query, params, **kwargs)
-
-        @contextmanager
-        def recorded_pipeline(conn):
-            commands.append(("pipeline", None, None))
-            with pipeline(conn) as p:
-                yield p
-            commands.append(("end", None, None))
-
-        run = start(ticket)
-        psycopg.Cursor.execute, psycopg.Connection.pipeline = recorded_execute, recorded_pipeline
-        try:
-            run_advance(run.pk)
-        finally:
-            psycopg.Cursor.execute, psycopg.Connection.pipeline = execute, pipeline
-        self.run_id = run.pk
+        (first_id, first), (second_id, second) = _record(ticket), _record(ticket)
+        if [(kind, query) for kind, query, _ in first] != [(kind, query) for kind, query, _ in second]:
+            raise RuntimeError("two J-42 runs sent different statements; there is no one run to replay")
+        self.commands = [
+            (kind, query, params, [i for i, (a, b) in enumerate(zip(params, other)) if (a, b) == (first_id, second_id)]
+             if params is not None else [])
+            for (kind, query, params), (_, _, other) in zip(first, second)
+        ]
 
     def replay(self, conn: psycopg.Connection, run_id: int) -> None:
         cursor, pipelines = conn.cursor(), []
-        for kind, query, params in self.commands:
+        for kind, query, params, run_slots in self.commands:
             if kind == "pipeline":
                 pipelines.append(conn.pipeline())
                 pipelines[-1].__enter__()
             elif kind == "end":
                 pipelines.pop().__exit__(None, None, None)
             else:
-                if params is not None:
-                    params = [run_id if type(p) is int and p == self.run_id else p for p in params]
+                if run_slots:
+                    params = list(params)
+                    for i in run_slots:
+                        params[i] = run_id
                 cursor.execute(query, params)
                 if not pipelines and cursor.description is not None:
                     cursor.fetchall()
+
+
+def _record(ticket: Ticket) -> tuple[int, list[tuple[str, object, object]]]:
+    """The id of a new run, and the psycopg commands its run_advance sent (pipelines marked)."""
+    commands = []
+    execute, pipeline = psycopg.Cursor.execute, psycopg.Connection.pipeline
+
+    def recorded_execute(cursor, query, params=None, **kwargs):
+        commands.append(("execute", query, params))
+        return execute(cursor, query, params, **kwargs)
+
+    @contextmanager
+    def recorded_pipeline(conn):
+        commands.append(("pipeline", None, None))
+        with pipeline(conn) as p:
+            yield p
+        commands.append(("end", None, None))
+
+    run = start(ticket)
+    psycopg.Cursor.execute, psycopg.Connection.pipeline = recorded_execute, recorded_pipeline
+    try:
+        run_advance(run.pk)
+    finally:
+        psycopg.Cursor.execute, psycopg.Connection.pipeline = execute, pipeline
+    return run.pk, commands
 
 
 def timed(fns, n: int) -> list[list[float]]:
