@@ -19,8 +19,9 @@ Measures, in one run:
   taking turns, as what the machine allows any loop through Celery;
 * a worker's resident memory after 10,000 runs against after 100.
 
-Statements are counted as Django sends them; a step's held writes, sent as one
-statement on PostgreSQL, count once.
+Statements are counted as Django sends them (the floor's as psycopg does); a
+step's held writes, sent as one statement on PostgreSQL, count once; BEGIN and
+COMMIT are not counted, for either.
 
 Write transactions are counted by PostgreSQL itself: each one takes a
 transaction id, so the distance the next id moved is the count (the figure is
@@ -173,6 +174,15 @@ class Recording:
 
 def _record(ticket: Ticket) -> tuple[int, list[tuple[str, object, object]]]:
     """The id of a new run, and the psycopg commands its run_advance sent (pipelines marked)."""
+    run = start(ticket)
+    with psycopg_commands() as commands:
+        run_advance(run.pk)
+    return run.pk, commands
+
+
+@contextmanager
+def psycopg_commands():
+    """Every command psycopg's cursors execute within the block, in order, with pipelines marked."""
     commands = []
     execute, pipeline = psycopg.Cursor.execute, psycopg.Connection.pipeline
 
@@ -187,13 +197,18 @@ def _record(ticket: Ticket) -> tuple[int, list[tuple[str, object, object]]]:
             yield p
         commands.append(("end", None, None))
 
-    run = start(ticket)
     psycopg.Cursor.execute, psycopg.Connection.pipeline = recorded_execute, recorded_pipeline
     try:
-        run_advance(run.pk)
+        yield commands
     finally:
         psycopg.Cursor.execute, psycopg.Connection.pipeline = execute, pipeline
-    return run.pk, commands
+
+
+def floor_statements(floor: psycopg.Connection) -> int:
+    """Statements one floor run sends (its BEGIN and COMMIT are not statements here, as for ours)."""
+    with psycopg_commands() as commands:
+        floor_run(floor)
+    return sum(1 for kind, _, _ in commands if kind == "execute")
 
 
 def timed(fns, n: int) -> list[list[float]]:
@@ -366,6 +381,7 @@ def main() -> int:
         samples = [count_one_run(ticket, counter, probe) for _ in range(10)]
         commits, statements = min(s[0] for s in samples), min(s[1] for s in samples)
         floor_commits = min(count_floor_run(floor, probe) for _ in range(10))
+        floor_statements_per_run = floor_statements(floor)
         recording = Recording(ticket)
         for _ in range(5):
             recording.replay(alone, start(ticket).pk)
@@ -378,6 +394,7 @@ def main() -> int:
         "floor_commits_per_run": floor_commits,
         "statements_per_run": statements,
         "statements_per_cycle": round(statements / CYCLES, 1),
+        "floor_statements_per_run": floor_statements_per_run,
         "ms_per_run_median": round(statistics.median(ours), 2),
         "ms_per_run_p95": round(p95(ours), 2),
         "floor_ms_per_run_median": round(statistics.median(base), 2),

@@ -25,6 +25,7 @@ def test_the_benchmark_prints_its_figures_as_json():
     assert KEYS <= figures.keys()
     # J-42 is 3 cycles in 6 commits: the reservation of each operation merged with the previous result.
     assert (figures["commits_per_run"], figures["commits_per_cycle"], figures["floor_commits_per_run"]) == (6, 2.0, 6)
+    assert figures["floor_statements_per_run"] == 11  # the run's INSERT, then an UPDATE and an INSERT per operation
     assert figures["statements_per_run"] > 0 and figures["ratio_to_floor"] > 1 and figures["sql_alone_ratio_to_floor"] > 0
     assert 0 < figures["concurrency_efficiency"] <= 1.1 and 0 < figures["floor_concurrency_efficiency"] <= 1.1
     assert figures["rss_growth_ratio"] > 0
