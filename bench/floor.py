@@ -34,16 +34,20 @@ def floor_reserve(conn: psycopg.Connection, run_id: int, kind: str) -> None:
 
 def floor_run(conn: psycopg.Connection) -> None:
     """One floor run, start to end, with operations that take no time (6 commits)."""
-    run_id = floor_start(conn)
-    for kind in OPERATIONS:
-        floor_reserve(conn, run_id, kind)
+    _operations(conn, floor_start(conn), 0.0)
 
 
 def floor_drive(conn: psycopg.Connection, run_id: int, latency: float) -> None:
-    """Drive a started floor run: a committed reservation, then `latency` seconds of operation, 5 times;
-    then the run is marked done, as the loop commits the last result (6 commits)."""
-    for kind in OPERATIONS:
-        floor_reserve(conn, run_id, kind)
-        time.sleep(latency)
+    """Drive a started floor run: its 5 operations of `latency` seconds, then the run is marked done,
+    as the loop commits the last result (6 commits)."""
+    _operations(conn, run_id, latency)
     with conn.transaction():
         conn.execute("UPDATE bench_floor_run SET status = 'DONE' WHERE id = %s", (run_id,))
+
+
+def _operations(conn: psycopg.Connection, run_id: int, latency: float) -> None:
+    """A committed reservation before each operation, then the operation (`latency` seconds)."""
+    for kind in OPERATIONS:
+        floor_reserve(conn, run_id, kind)
+        if latency:
+            time.sleep(latency)
