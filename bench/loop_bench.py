@@ -16,7 +16,9 @@ Measures, in one run:
   threads sharing the concurrency) with 50 ms latency on every model request and
   dispatch: wall time against the ideal (1 s); and the same for the floor loop
   as a Celery task on workers configured alike (bench/floor_worker.py), the two
-  taking turns, as what the machine allows any loop through Celery;
+  taking turns, as what the machine allows any loop through Celery; for both,
+  the CPU time per run of the workers and of PostgreSQL, and how busy the
+  machine's cores were, which says whether the wall time is waiting or work;
 * a worker's resident memory after 10,000 runs against after 100.
 
 Statements are counted as Django sends them (the floor's as psycopg does); a
@@ -51,6 +53,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportagent.settings")
 os.environ.setdefault("DJANGO_DEBUG", "false")
 os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + uuid.uuid4().hex)
 BROKER = "redis://127.0.0.1:6379/0"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 import django  # noqa: E402
 
@@ -267,6 +270,50 @@ class Workers:
             proc.wait(timeout=30)
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU time the process has used so far (0 when it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def _postgres_pids() -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() == "postgres":
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def _machine_busy_ticks() -> tuple[int, int]:
+    """Busy and total CPU ticks of the machine so far (idle and I/O wait are not busy)."""
+    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)
+
+
+@contextmanager
+def cpu_used(workers: "Workers", runs: int, into: dict[str, list[float]]):
+    """Appends to `into` the CPU milliseconds per run of the workers and of PostgreSQL during the block,
+    and the share of the machine's CPU time that was busy."""
+    postgres = _postgres_pids()
+    before = ([_cpu_seconds(p.pid) for p in workers.procs], {pid: _cpu_seconds(pid) for pid in postgres},
+              _machine_busy_ticks())
+    yield
+    after_db = {pid: _cpu_seconds(pid) for pid in set(postgres) | set(_postgres_pids())}
+    worker_s = sum(_cpu_seconds(p.pid) for p in workers.procs) - sum(before[0])
+    db_s = sum(after_db.values()) - sum(before[1].get(pid, 0.0) for pid in after_db)
+    busy, total = _machine_busy_ticks()
+    into.setdefault("worker_cpu_ms_per_run", []).append(worker_s * 1000 / runs)
+    into.setdefault("db_cpu_ms_per_run", []).append(db_s * 1000 / runs)
+    into.setdefault("cpu_busy", []).append((busy - before[2][0]) / max(total - before[2][1], 1))
+
+
 def _rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -315,22 +362,27 @@ def concurrency_figures(ticket: Ticket, floor: psycopg.Connection, runs: int, co
         # Warm up: the workers are up and connected, and their statements prepared.
         drive([start(ticket).pk for _ in range(4 * concurrency)], 120)
         drive_floor([floor_start(floor) for _ in range(4 * concurrency)], 0.0, 120)
-        walls, floor_walls = [], []
+        walls, floor_walls, cpu, floor_cpu = [], [], {}, {}
         for _ in range(rounds):
             ids = [start(ticket, latency).pk for _ in range(runs)]
-            walls.append(drive(ids, 300))
+            with cpu_used(ours, runs, cpu):
+                walls.append(drive(ids, 300))
             floor_ids = [floor_start(floor) for _ in range(runs)]
-            floor_walls.append(drive_floor(floor_ids, latency, 300))
+            with cpu_used(base, runs, floor_cpu):
+                floor_walls.append(drive_floor(floor_ids, latency, 300))
     finally:
         ours.stop()
         base.stop()
     ideal = runs * 5 * latency / concurrency
     wall, floor_wall = statistics.median(walls), statistics.median(floor_walls)
-    return {"concurrency_workers": processes, "concurrency_wall_s": round(wall, 3),
-            "concurrency_ideal_s": round(ideal, 3),
-            "concurrency_efficiency": round(ideal / wall, 3),
-            "floor_concurrency_wall_s": round(floor_wall, 3),
-            "floor_concurrency_efficiency": round(ideal / floor_wall, 3)}
+    figures = {"concurrency_workers": processes, "concurrency_wall_s": round(wall, 3),
+               "concurrency_ideal_s": round(ideal, 3),
+               "concurrency_efficiency": round(ideal / wall, 3)}
+    figures |= {f"concurrency_{key}": round(statistics.median(values), 2) for key, values in cpu.items()}
+    figures |= {"floor_concurrency_wall_s": round(floor_wall, 3),
+                "floor_concurrency_efficiency": round(ideal / floor_wall, 3)}
+    figures |= {f"floor_concurrency_{key}": round(statistics.median(values), 2) for key, values in floor_cpu.items()}
+    return figures
 
 
 def memory_figures(ticket: Ticket, first: int, total: int) -> dict:
