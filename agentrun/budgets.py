@@ -54,7 +54,7 @@ class _BudgetSchema(BaseModel):
         # Prices are kept as the decimal text written, so cost is exact.
         if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
             raise ValueError("a price is a number of dollars per million tokens")
-        text = repr(value) if isinstance(value, float) else str(value)
+        text = getattr(value, "written", None) or (repr(value) if isinstance(value, float) else str(value))
         try:
             price = Decimal(text.strip())
         except InvalidOperation as exc:
@@ -62,6 +62,20 @@ class _BudgetSchema(BaseModel):
         if not price.is_finite() or price < 0 or price > PRICE_LIMIT:
             raise ValueError(f"a price must be a number from 0 to {PRICE_LIMIT}")
         return str(price)
+
+
+class WrittenNumber(float):
+    """A JSON number with a fraction or an exponent: a float that keeps the text it was written as.
+
+    `json.loads(text, parse_float=WrittenNumber)` reads a document whose prices
+    stay exact (a float would round 1.00000000000000001 to 1.0); anywhere else
+    it is the float it always was.
+    """
+
+    def __new__(cls, text: str) -> WrittenNumber:
+        number = super().__new__(cls, text)
+        number.written = text
+        return number
 
 
 @dataclass(frozen=True)

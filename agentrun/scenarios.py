@@ -5,25 +5,27 @@ production; only the model (a replay) and the faults around dispatch differ.
 """
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any, Literal
 
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tickets.demo import seed_demo
 from tickets.models import CustomerSession, Ticket
 
-from .budgets import Budget
+from .budgets import Budget, WrittenNumber
 from .decisions import describe_validation_error
 from .loop import run_advance
 from .models import Run
 from .selectors import run_report
-from .services import approval_answer, enqueue_advance, run_rewind_clock, run_start
+from .services import RunError, approval_answer, enqueue_advance, run_rewind_clock, run_start
 from .statuses import Status
+from .tools import TOOLS
 
 MAX_APPROVAL_ROUNDS = 50
 
@@ -42,6 +44,18 @@ class StartState(BaseModel):
     cost_micros: int = Field(0, ge=0)
 
 
+class Fault(BaseModel):
+    """What happens to one dispatch of a tool: a delay of the real backend, then a failure if named."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    delay_seconds: float = Field(0, ge=0, strict=True, allow_inf_nan=False)
+    fail: Literal["transient", "error"] | None = None
+
+
+ToolName = Literal[tuple(TOOLS)]
+
+
 class Scenario(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -51,7 +65,7 @@ class Scenario(BaseModel):
     budget: dict[str, Any] = Field(default_factory=dict)
     start: StartState = Field(default_factory=StartState)
     model: list[Any] = Field(default_factory=list)
-    faults: dict[str, list[dict[str, Any] | None]] = Field(default_factory=dict)
+    faults: dict[ToolName, list[Fault | None]] = Field(default_factory=dict)
     approval: Literal["grant", "deny", "none"] = "none"
     require_approval: list[str] = Field(default_factory=list)
     expect: dict[str, Any] = Field(default_factory=dict)
@@ -59,10 +73,24 @@ class Scenario(BaseModel):
 
     @classmethod
     def parse(cls, text: str) -> Scenario:
+        """The scenario in `text`; its decimal numbers keep their digits as written (prices are exact)."""
         try:
-            return cls.model_validate_json(text)
+            data = json.loads(text, parse_float=WrittenNumber, parse_constant=_not_a_json_number)
+        except ValueError as exc:
+            raise ScenarioError(f"invalid scenario: not a JSON document ({exc})") from None
+        try:
+            return cls.model_validate(data)
         except ValidationError as exc:
             raise ScenarioError(f"invalid scenario: {describe_validation_error(exc)}") from None
+
+    def faults_script(self) -> dict[str, list[dict[str, Any] | None]]:
+        """The faults as the run record carries them to the dispatcher (what the file wrote, checked)."""
+        return {tool: [f.model_dump(exclude_defaults=True) if f else None for f in entries]
+                for tool, entries in self.faults.items()}
+
+
+def _not_a_json_number(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def prepare_database() -> None:
@@ -105,7 +133,10 @@ def enqueue_scenario(scenario: Scenario) -> Run:
 
 
 def create_scenario_run(scenario: Scenario) -> Run:
-    """The scenario's run, queued, with its counters and elapsed time already that far."""
+    """The scenario's run, queued, with its counters and elapsed time already that far.
+
+    All or nothing: a scenario refused here leaves no ticket copy behind.
+    """
     session = CustomerSession.objects.filter(ref=scenario.session).first()
     if session is None:
         raise ScenarioError(f"no session {scenario.session!r} in the demo data")
@@ -113,8 +144,12 @@ def create_scenario_run(scenario: Scenario) -> Run:
         budget = Budget.from_mapping(scenario.budget)
     except ValueError as exc:
         raise ScenarioError(str(exc)) from None
-    run = _start_run(scenario, session, budget)
-    run_rewind_clock(run_id=run.pk, elapsed_seconds=scenario.start.elapsed_seconds)
+    try:
+        with transaction.atomic():
+            run = _start_run(scenario, session, budget)
+            run_rewind_clock(run_id=run.pk, elapsed_seconds=scenario.start.elapsed_seconds)
+    except RunError as exc:
+        raise ScenarioError(str(exc)) from None
     run.refresh_from_db()
     return run
 
@@ -129,7 +164,7 @@ def _start_run(scenario: Scenario, session: CustomerSession, budget: Budget) -> 
         session=session,
         model_name="replay",
         budget=budget,
-        model_script={"model": scenario.model, "faults": scenario.faults, "probe": scenario.probe},
+        model_script={"model": scenario.model, "faults": scenario.faults_script(), "probe": scenario.probe},
         require_approval=scenario.require_approval,
         resume_from={
             "model_requests": start.model_requests, "tool_attempts": start.tool_attempts,

@@ -6,7 +6,7 @@ import pytest
 from agentrun.models import Approval, ReviewPacket, Run
 from agentrun.selectors import run_report
 from agentrun.services import approval_answer, run_cancel
-from tickets.models import Evidence
+from tickets.models import Evidence, Ticket
 
 pytestmark = pytest.mark.usefixtures("settle")
 
@@ -547,6 +547,61 @@ def test_run_scenario_refuses_a_session_of_another_account(demo_committed, tmp_p
 
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({"name": "bad", "session": "S-GLOBEX-1", "ticket": "T-1001", "model": [J77]}))
+    tickets = Ticket.objects.count()
     with pytest.raises(CommandError):
+        call_command("run_scenario", str(path))
+    assert not Run.objects.exists()
+    assert Ticket.objects.count() == tickets  # no ticket copy left behind
+
+
+@pytest.mark.parametrize("extra,problem", [
+    ({"faults": {"search_docs": [{"fail": "sometimes"}]}}, "'transient' or 'error'"),
+    ({"faults": {"search_docs": [{"delay_seconds": "3"}]}}, "delay_seconds"),
+    ({"faults": {"search_docs": [{"delay_seconds": -1}]}}, "delay_seconds"),
+    ({"faults": {"search_docs": [{"slow": True}]}}, "slow"),
+    ({"faults": {"delete_workspace": [None]}}, "search_docs"),
+    ({"require_approval": ["delete_workspace"]}, "delete_workspace"),
+])
+def test_run_scenario_refuses_faults_and_approvals_it_cannot_apply(demo_committed, tmp_path, extra, problem):
+    import json
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"name": "bad", "session": "S-ACME-1", "ticket": "T-1001", "model": [DOCS], **extra}))
+    tickets = Ticket.objects.count()
+    with pytest.raises(CommandError, match=problem):
+        call_command("run_scenario", str(path))
+    assert not Run.objects.exists() and Ticket.objects.count() == tickets
+
+
+def test_run_scenario_prices_with_the_digits_written_in_the_file(demo_committed, tmp_path):
+    import json
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    # As a float this price is 1.0; as written, 100 input tokens cost 100.000000000000001 micros: 101 rounded up.
+    text = ('{"name": "price", "session": "S-ACME-1", "ticket": "T-1001", "budget": {"prices": '
+            '{"input_per_mtok_usd": 1.00000000000000001, "output_per_mtok_usd": 0}}, '
+            '"model": [{"handoff": "h", "usage": {"input_tokens": 100, "output_tokens": 0}}]}')
+    path = tmp_path / "price.json"
+    path.write_text(text)
+    out = StringIO()
+    call_command("run_scenario", str(path), stdout=out)
+    report = json.loads(out.getvalue())
+    assert (report["status"], report["cost_micros"]) == ("NEEDS_HELP", 101)
+    assert Run.objects.get(pk=report["run"]).budget["input_per_mtok_usd"] == "1.00000000000000001"
+
+
+@pytest.mark.parametrize("text", ['{"name": "x",', '{"name": NaN, "session": "S-ACME-1", "ticket": "T-1001"}'])
+def test_run_scenario_refuses_a_file_that_is_not_json(demo_committed, tmp_path, text):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(CommandError, match="not a JSON document"):
         call_command("run_scenario", str(path))
     assert not Run.objects.exists()

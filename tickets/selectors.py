@@ -68,7 +68,7 @@ def service_get_with_incidents(*, name: str, recent: int = 5) -> tuple[Service, 
 
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_SUFFIXES = ("ing", "ed", "es", "s")
+_SUFFIXES = ("ing", "ed", "es", "s", "e")  # "rename", "renamed", "renaming": all "renam"
 
 
 def _stem(word: str) -> str:
@@ -126,15 +126,20 @@ def _search_sql(terms: int) -> str:
 
 
 def _documents_search_portable(current, terms: list[str], limit: int) -> list[DocumentRevision]:
+    """Ranked by the words that begin with a term, a title word counting twice; ties by code."""
     scored = []
     for revision in current:
-        title = revision.document.title.casefold()
-        body = revision.body.casefold()
-        score = sum(2 * title.count(t) + body.count(t) for t in terms)
+        title = _WORD.findall(revision.document.title.casefold())
+        body = _WORD.findall(revision.body.casefold())
+        score = sum(2 * _starting(title, t) + _starting(body, t) for t in terms)
         if score:
             scored.append((-score, revision.document.code, revision))
     scored.sort(key=lambda row: row[:2])
     return [row[2] for row in scored[:limit]]
+
+
+def _starting(words: list[str], term: str) -> int:
+    return sum(1 for word in words if word.startswith(term))
 
 
 def excerpt(text: str, terms: list[str], width: int = 240) -> str:
