@@ -13,7 +13,7 @@ from typing import Any, Literal
 from django.core.management import call_command
 from django.db import connection, transaction
 from django.db.migrations.executor import MigrationExecutor
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tickets.demo import seed_demo
 from tickets.models import CustomerSession, Ticket
@@ -70,6 +70,18 @@ class Scenario(BaseModel):
     require_approval: list[str] = Field(default_factory=list)
     expect: dict[str, Any] = Field(default_factory=dict)
     probe: str | None = Field(None, description="Redis key prefix counting model requests and dispatches (tests).")
+
+    @field_validator("model")
+    @classmethod
+    def _delays_are_durations(cls, model: list[Any]) -> list[Any]:
+        # A reply's content is model output, malformed or not; its delay is the file's own instruction.
+        for index, entry in enumerate(model):
+            delay = entry.get("delay_seconds") if isinstance(entry, dict) else None
+            if delay is not None and not (
+                isinstance(delay, (int, float)) and not isinstance(delay, bool) and 0 <= delay < float("inf")
+            ):
+                raise ValueError(f"model[{index}].delay_seconds must be a number of seconds, not {delay!r}")
+        return model
 
     @classmethod
     def parse(cls, text: str) -> Scenario:

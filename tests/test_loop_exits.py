@@ -561,6 +561,8 @@ def test_run_scenario_refuses_a_session_of_another_account(demo_committed, tmp_p
     ({"faults": {"search_docs": [{"slow": True}]}}, "slow"),
     ({"faults": {"delete_workspace": [None]}}, "search_docs"),
     ({"require_approval": ["delete_workspace"]}, "delete_workspace"),
+    ({"model": [{**DOCS, "delay_seconds": "0.3"}]}, "delay_seconds"),
+    ({"model": [{**DOCS, "delay_seconds": -1}]}, "delay_seconds"),
 ])
 def test_run_scenario_refuses_faults_and_approvals_it_cannot_apply(demo_committed, tmp_path, extra, problem):
     import json
