@@ -1,6 +1,18 @@
 from django.apps import AppConfig
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 
 class AgentrunConfig(AppConfig):
     name = "agentrun"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from .tools import TOOLS
+
+        # A misspelt tool here would quietly switch its approval gate off: refuse to start instead.
+        unknown = sorted(set(settings.AGENT_REQUIRE_APPROVAL) - TOOLS.keys())
+        if unknown:
+            raise ImproperlyConfigured(
+                f"AGENT_REQUIRE_APPROVAL names no such tool: {', '.join(unknown)} (the tools are {', '.join(TOOLS)})"
+            )

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tickets.demo import seed_demo
 from tickets.models import CustomerSession, Ticket
 
-from .budgets import Budget, WrittenNumber
+from .budgets import COUNT_LIMIT, SECONDS_LIMIT, Budget, WrittenNumber
 from .decisions import describe_validation_error
 from .loop import run_advance
 from .models import Run
@@ -37,11 +37,11 @@ class ScenarioError(ValueError):
 class StartState(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    model_requests: int = Field(0, ge=0)
-    tool_attempts: int = Field(0, ge=0)
-    elapsed_seconds: float = Field(0, ge=0)
-    tokens_used: int = Field(0, ge=0)
-    cost_micros: int = Field(0, ge=0)
+    model_requests: int = Field(0, ge=0, le=COUNT_LIMIT)
+    tool_attempts: int = Field(0, ge=0, le=COUNT_LIMIT)
+    elapsed_seconds: float = Field(0, ge=0, le=SECONDS_LIMIT, allow_inf_nan=False)
+    tokens_used: int = Field(0, ge=0, le=COUNT_LIMIT)
+    cost_micros: int = Field(0, ge=0, le=COUNT_LIMIT)
 
 
 class Fault(BaseModel):
@@ -49,7 +49,7 @@ class Fault(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    delay_seconds: float = Field(0, ge=0, strict=True, allow_inf_nan=False)
+    delay_seconds: float = Field(0, ge=0, le=SECONDS_LIMIT, strict=True, allow_inf_nan=False)
     fail: Literal["transient", "error"] | None = None
 
 
@@ -78,9 +78,9 @@ class Scenario(BaseModel):
         for index, entry in enumerate(model):
             delay = entry.get("delay_seconds") if isinstance(entry, dict) else None
             if delay is not None and not (
-                isinstance(delay, (int, float)) and not isinstance(delay, bool) and 0 <= delay < float("inf")
+                isinstance(delay, (int, float)) and not isinstance(delay, bool) and 0 <= delay <= SECONDS_LIMIT
             ):
-                raise ValueError(f"model[{index}].delay_seconds must be a number of seconds, not {delay!r}")
+                raise ValueError(f"model[{index}].delay_seconds must be 0 to {SECONDS_LIMIT} seconds, not {delay!r}")
         return model
 
     @classmethod

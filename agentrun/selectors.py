@@ -14,7 +14,7 @@ from .budgets import Budget
 from .context import AttemptItem, Context, EvidenceItem, fit_context
 from .models import ModelRequest, Observation, Run, ToolAttempt
 from .operations import Tally
-from .statuses import Status
+from .statuses import ACTIVE, Status
 from .tools import TOOLS
 
 
@@ -165,6 +165,11 @@ def _shown_sql(*, last_notes: int) -> str:
 
 def _columns(model) -> dict[str, str]:
     return {f.name: column(model, f.name) for f in model._meta.concrete_fields}
+
+
+def ticket_active_run(*, ticket: Ticket) -> Run | None:
+    """The ticket's run that is still going (queued, running or waiting for an approval), if any."""
+    return ticket.runs.filter(status__in=ACTIVE).order_by("-created_at").first()
 
 
 def run_report(*, run_id: int, elapsed_seconds: float | None = None, name: str | None = None) -> dict[str, Any]:

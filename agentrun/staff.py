@@ -14,7 +14,7 @@ from .models import PacketReview, ReviewPacket, Run, RunRequest
 from .reviews import ReviewError, packet_review
 from .roles import SUPERVISORS
 from .services import RunError, approval_answer, investigation_start, run_cancel
-from .statuses import ACTIVE
+from .selectors import ticket_active_run
 
 MAX_IDEMPOTENCY_KEY = 200
 
@@ -96,7 +96,7 @@ def do_investigate(*, user: User, ticket: Ticket, via: str, idempotency_key: str
         earlier = _run_for_key(user, idempotency_key, ticket)
         if earlier is not None:
             return earlier, False
-    active = ticket.runs.filter(status__in=ACTIVE).order_by("-created_at").first()
+    active = ticket_active_run(ticket=ticket)
     if active is not None:
         raise Refused("run_active", f"Run {active.pk} on {ticket.ref} is still {active.status}; wait for it to end.", 409)
     try:
@@ -147,4 +147,5 @@ def do_review(*, user: User, packet_id: int, decision: str, note: str = "") -> P
     try:
         return packet_review(packet_id=packet_id, reviewer=user, decision=decision, note=note)
     except ReviewError as exc:
-        raise Refused(exc.code, str(exc), 404 if exc.code == "not_found" else 400) from None
+        # A review that does not fit (no note for a rejection) is a 422, like any body that does not fit.
+        raise Refused(exc.code, str(exc), 404 if exc.code == "not_found" else 422) from None

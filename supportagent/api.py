@@ -7,6 +7,7 @@ import logging
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse
+from django.urls import re_path
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import SessionAuth
@@ -115,8 +116,13 @@ def _json_not_allowed(view):
 
 
 def api_urls():
-    """`api.urls`, with JSON 405s."""
+    """`api.urls`, with JSON 405s, and a JSON 404 for any other path under the API."""
     patterns, app_name, namespace = api.urls
     for pattern in patterns:
-        pattern.callback = _json_not_allowed(pattern.callback)
-    return patterns, app_name, namespace
+        # Ninja's root is a placeholder answering Django's HTML 404: there is nothing at the root.
+        pattern.callback = api_not_found if pattern.name == "api-root" else _json_not_allowed(pattern.callback)
+    return [*patterns, re_path(r"^", api_not_found)], app_name, namespace
+
+
+def api_not_found(request, *args, **kwargs):
+    return JsonResponse({"code": "not_found", "message": f"There is no {request.path} in the API."}, status=404)

@@ -4,6 +4,7 @@ With no environment set the app runs on a SQLite file and executes
 investigations inline. `DATABASE_URL` (PostgreSQL) and `CELERY_BROKER_URL`
 (Redis) switch to the production shape. Bad values raise ImproperlyConfigured.
 """
+import math
 import os
 from pathlib import Path
 
@@ -162,8 +163,8 @@ def env_float(name: str, default: float) -> float:
         value = float(raw) if raw else default
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be a number of seconds, got {raw!r}") from None
-    if value <= 0:
-        raise ImproperlyConfigured(f"{name} must be more than 0, got {raw!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ImproperlyConfigured(f"{name} must be a finite number of seconds more than 0, got {raw!r}")
     return value
 
 

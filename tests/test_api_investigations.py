@@ -99,3 +99,10 @@ def test_session_auth_needs_the_csrf_token(staff_user, demo):
     assert response.status_code == 403 and response.json()["code"] == "forbidden"
     assert Run.objects.count() == 0
     assert client.get("/api/runs").status_code == 200  # reads need no token
+
+
+@pytest.mark.parametrize("path", ["/api/", "/api/nothing", "/api/runs/", "/api/tickets/T-1001/investigations/"])
+def test_a_path_the_api_does_not_have_is_a_json_404(client, staff_user, demo, path):
+    _error(client.post(path, **bearer(staff_user)), 404, "not_found")
+    _error(client.get(path, **bearer(staff_user)), 404, "not_found")
+    assert Run.objects.count() == 0

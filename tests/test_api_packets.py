@@ -45,8 +45,8 @@ def test_accept_then_reject_are_appended(client, staff_user, supervisor_user, de
 
 
 @pytest.mark.parametrize("body,status,code", [
-    ({"decision": "reject"}, 400, "note_required"),
-    ({"decision": "reject", "note": "   "}, 400, "note_required"),
+    ({"decision": "reject"}, 422, "note_required"),
+    ({"decision": "reject", "note": "   "}, 422, "note_required"),
     ({"decision": "ok"}, 422, "invalid_input"),
     ({"decision": "accept", "note": 5}, 422, "invalid_input"),
     ({"decision": "accept", "note": "x" * 2001}, 422, "invalid_input"),

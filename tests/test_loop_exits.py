@@ -563,6 +563,11 @@ def test_run_scenario_refuses_a_session_of_another_account(demo_committed, tmp_p
     ({"require_approval": ["delete_workspace"]}, "delete_workspace"),
     ({"model": [{**DOCS, "delay_seconds": "0.3"}]}, "delay_seconds"),
     ({"model": [{**DOCS, "delay_seconds": -1}]}, "delay_seconds"),
+    ({"model": [{**DOCS, "delay_seconds": 1e300}]}, "delay_seconds"),
+    ({"faults": {"search_docs": [{"delay_seconds": 1e16}]}}, "delay_seconds"),
+    ({"start": {"elapsed_seconds": 1e15}}, "elapsed_seconds"),
+    ({"start": {"model_requests": 10**23}}, "model_requests"),
+    ({"start": {"tokens_used": 2**63}}, "tokens_used"),
 ])
 def test_run_scenario_refuses_faults_and_approvals_it_cannot_apply(demo_committed, tmp_path, extra, problem):
     import json

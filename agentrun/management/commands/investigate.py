@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agentrun.config import ConfigError
 from agentrun.loop import run_advance
-from agentrun.selectors import run_report
+from agentrun.selectors import run_report, ticket_active_run
 from agentrun.services import RunError, investigation_start, run_start
 from agentrun.statuses import STOP_EXPLANATIONS, Status
 from tickets.models import CustomerSession, Ticket
@@ -33,6 +33,10 @@ class Command(BaseCommand):
             acting = CustomerSession.objects.filter(ref=session).first()
             if acting is None:
                 raise CommandError(f"no customer session {session!r}")
+        active = ticket_active_run(ticket=found)
+        if active is not None:
+            raise CommandError(f"run {active.pk} on {found.ref} is still {active.status}; wait for it to end"
+                               f" (show_run {active.pk} --wait SECONDS)")
         try:
             if enqueue:
                 run = investigation_start(ticket=found, session=acting, model_name=model)

@@ -19,6 +19,8 @@ class Command(BaseCommand):
             scenario = Scenario.parse(file.read_text())
         except OSError as exc:
             raise CommandError(f"cannot read {file}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise CommandError(f"{file}: invalid scenario: not UTF-8 text") from None
         except ScenarioError as exc:
             raise CommandError(f"{file}: {exc}") from None
         prepare_database()

@@ -7,6 +7,8 @@ from agentrun.models import Run
 from agentrun.selectors import run_report
 from agentrun.statuses import TERMINAL
 
+MAX_WAIT_SECONDS = 3600
+
 
 class Command(BaseCommand):
     requires_system_checks: list[str] = []
@@ -18,8 +20,8 @@ class Command(BaseCommand):
                             help="wait until the run is terminal, at most this long")
 
     def handle(self, *args, run_id: int, wait: float, **options):
-        if wait < 0:
-            raise CommandError("--wait must be zero or more seconds")
+        if not 0 <= wait <= MAX_WAIT_SECONDS:  # NaN fails this too
+            raise CommandError(f"--wait must be 0 to {MAX_WAIT_SECONDS} seconds, got {wait}")
         if not Run.objects.filter(pk=run_id).exists():
             raise CommandError(f"no run {run_id}")
         until = time.monotonic() + wait

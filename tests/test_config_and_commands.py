@@ -1,0 +1,67 @@
+"""Bad configuration stops a process with the setting named; bad command arguments get a clear error and change nothing."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from agentrun.models import Run
+from tests.workers import ROOT
+from tickets.models import Ticket
+
+
+def manage_check(**env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=120)
+
+
+def test_a_misspelt_tool_in_require_approval_stops_the_process():
+    # Ignored, it would switch the approval gate of read_job_status off.
+    done = manage_check(AGENT_REQUIRE_APPROVAL="read_job_statuss")
+    assert done.returncode != 0
+    assert "AGENT_REQUIRE_APPROVAL names no such tool: read_job_statuss" in done.stderr
+
+
+def test_require_approval_with_real_tools_starts():
+    assert manage_check(AGENT_REQUIRE_APPROVAL="read_job_status, search_docs").returncode == 0
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "soon"])
+def test_a_duration_setting_must_be_a_finite_positive_number(value):
+    done = manage_check(AGENT_WATCHDOG_INTERVAL=value)
+    assert done.returncode != 0 and "AGENT_WATCHDOG_INTERVAL must be" in done.stderr
+
+
+def test_investigate_refuses_a_ticket_whose_run_is_still_going(demo_committed):
+    ticket = Ticket.objects.get(ref="T-1001")
+    call_command("investigate", "T-1001", "--json", stdout=StringIO())
+    Run.objects.filter(ticket=ticket).update(status="WAITING_APPROVAL")
+    for args in ((), ("--enqueue",)):
+        with pytest.raises(CommandError, match="is still WAITING_APPROVAL"):
+            call_command("investigate", "T-1001", *args, stdout=StringIO())
+    assert Run.objects.filter(ticket=ticket).count() == 1
+
+
+def test_the_replay_model_only_plays_scenario_files(demo_committed):
+    with pytest.raises(CommandError, match="only plays scenario files"):
+        call_command("investigate", "T-1001", "--model", "replay", stdout=StringIO())
+    assert not Run.objects.exists()
+
+
+@pytest.mark.parametrize("wait", ["inf", "nan", "-1", "3601"])
+def test_show_run_refuses_a_wait_that_is_not_a_bounded_number_of_seconds(demo_committed, wait):
+    with pytest.raises(CommandError, match="--wait must be"):
+        call_command("show_run", "1", "--wait", wait, stdout=StringIO())
+
+
+def test_run_scenario_refuses_a_file_that_is_not_utf8(demo_committed, tmp_path):
+    path = tmp_path / "binary.json"
+    path.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(CommandError, match="not UTF-8"):
+        call_command("run_scenario", str(path))
+    assert not Run.objects.exists()
