@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from django.core.management import call_command
 from django.db import connection, transaction
 from django.db.migrations.executor import MigrationExecutor
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from tickets.demo import seed_demo
 from tickets.models import CustomerSession, Ticket
@@ -44,12 +44,16 @@ class StartState(BaseModel):
     cost_micros: int = Field(0, ge=0, le=COUNT_LIMIT)
 
 
+Delay = Annotated[float, Field(ge=0, le=SECONDS_LIMIT, strict=True, allow_inf_nan=False)]
+_DELAY = TypeAdapter(Delay)
+
+
 class Fault(BaseModel):
     """What happens to one dispatch of a tool: a delay of the real backend, then a failure if named."""
 
     model_config = ConfigDict(extra="forbid")
 
-    delay_seconds: float = Field(0, ge=0, le=SECONDS_LIMIT, strict=True, allow_inf_nan=False)
+    delay_seconds: Delay = 0
     fail: Literal["transient", "error"] | None = None
 
 
@@ -76,11 +80,11 @@ class Scenario(BaseModel):
     def _delays_are_durations(cls, model: list[Any]) -> list[Any]:
         # A reply's content is model output, malformed or not; its delay is the file's own instruction.
         for index, entry in enumerate(model):
-            delay = entry.get("delay_seconds") if isinstance(entry, dict) else None
-            if delay is not None and not (
-                isinstance(delay, (int, float)) and not isinstance(delay, bool) and 0 <= delay <= SECONDS_LIMIT
-            ):
-                raise ValueError(f"model[{index}].delay_seconds must be 0 to {SECONDS_LIMIT} seconds, not {delay!r}")
+            if isinstance(entry, dict) and entry.get("delay_seconds") is not None:
+                try:
+                    _DELAY.validate_python(entry["delay_seconds"])
+                except ValidationError as exc:
+                    raise ValueError(f"model[{index}].delay_seconds: {exc.errors()[0]['msg']}") from None
         return model
 
     @classmethod

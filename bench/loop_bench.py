@@ -300,18 +300,18 @@ def _machine_busy_ticks() -> tuple[int, int]:
 @contextmanager
 def cpu_used(workers: "Workers", runs: int, into: dict[str, list[float]]):
     """Appends to `into` the CPU milliseconds per run of the workers and of PostgreSQL during the block,
-    and the share of the machine's CPU time that was busy."""
-    postgres = _postgres_pids()
-    before = ([_cpu_seconds(p.pid) for p in workers.procs], {pid: _cpu_seconds(pid) for pid in postgres},
-              _machine_busy_ticks())
+    and the share of the machine's CPU time that was busy. (A PostgreSQL process that ends within the
+    block is not counted; the pools keep their connections, so none does.)"""
+    workers_before = sum(_cpu_seconds(p.pid) for p in workers.procs)
+    db_before = {pid: _cpu_seconds(pid) for pid in _postgres_pids()}
+    busy_before, total_before = _machine_busy_ticks()
     yield
-    after_db = {pid: _cpu_seconds(pid) for pid in set(postgres) | set(_postgres_pids())}
-    worker_s = sum(_cpu_seconds(p.pid) for p in workers.procs) - sum(before[0])
-    db_s = sum(after_db.values()) - sum(before[1].get(pid, 0.0) for pid in after_db)
+    workers_s = sum(_cpu_seconds(p.pid) for p in workers.procs) - workers_before
+    db_s = sum(_cpu_seconds(pid) - db_before.get(pid, 0.0) for pid in _postgres_pids())
     busy, total = _machine_busy_ticks()
-    into.setdefault("worker_cpu_ms_per_run", []).append(worker_s * 1000 / runs)
+    into.setdefault("worker_cpu_ms_per_run", []).append(workers_s * 1000 / runs)
     into.setdefault("db_cpu_ms_per_run", []).append(db_s * 1000 / runs)
-    into.setdefault("cpu_busy", []).append((busy - before[2][0]) / max(total - before[2][1], 1))
+    into.setdefault("cpu_busy", []).append((busy - busy_before) / max(total - total_before, 1))
 
 
 def _rss_kib(pid: int) -> int:
