@@ -119,9 +119,28 @@ def api_urls():
     """`api.urls`, with JSON 405s, and a JSON 404 for any other path under the API."""
     patterns, app_name, namespace = api.urls
     for pattern in patterns:
-        # Ninja's root is a placeholder answering Django's HTML 404: there is nothing at the root.
-        pattern.callback = api_not_found if pattern.name == "api-root" else _json_not_allowed(pattern.callback)
+        # Ninja's root is a placeholder answering Django's HTML 404; ours says where things are.
+        pattern.callback = api_index if pattern.name == "api-root" else _json_not_allowed(pattern.callback)
     return [*patterns, re_path(r"^", api_not_found)], app_name, namespace
+
+
+def api_index(request, *args, **kwargs):
+    """What `/api/` answers: where the documentation is, and the operations (no token needed to read it)."""
+    if request.method not in ("GET", "HEAD"):
+        response = JsonResponse({"code": "method_not_allowed",
+                                 "message": f"{request.method} is not allowed here; use GET."}, status=405)
+        response["Allow"] = "GET"
+        return response
+    schema = api.get_openapi_schema()
+    operations = sorted(
+        f"{method.upper()} {path}"
+        for path, methods in schema["paths"].items()
+        for method in methods
+        if method in {"get", "post", "put", "patch", "delete"}
+    )
+    return JsonResponse({"name": api.title, "docs": "/api/docs", "openapi": "/api/openapi.json",
+                         "auth": "Authorization: Bearer <token> (manage.py create_api_token USER), "
+                                 "or the admin's session", "operations": operations})
 
 
 def api_not_found(request, *args, **kwargs):

@@ -101,7 +101,21 @@ def test_session_auth_needs_the_csrf_token(staff_user, demo):
     assert client.get("/api/runs").status_code == 200  # reads need no token
 
 
-@pytest.mark.parametrize("path", ["/api/", "/api/nothing", "/api/runs/", "/api/tickets/T-1001/investigations/"])
+def test_the_api_root_says_where_the_docs_and_the_operations_are(client, demo):
+    response = client.get("/api/")  # no token needed: it says only what the documentation says
+    assert response.status_code == 200
+    index = response.json()
+    assert (index["docs"], index["openapi"]) == ("/api/docs", "/api/openapi.json")
+    assert client.get(index["openapi"]).status_code == 200
+    assert "POST /api/tickets/{ref}/investigations" in index["operations"]
+    assert "GET /api/runs/{run_id}" in index["operations"]
+    refused = client.post("/api/")
+    assert refused.status_code == 405 and refused.json()["code"] == "method_not_allowed"
+    assert refused["Allow"] == "GET"
+    assert Run.objects.count() == 0
+
+
+@pytest.mark.parametrize("path", ["/api/nothing", "/api/runs/", "/api/tickets/T-1001/investigations/"])
 def test_a_path_the_api_does_not_have_is_a_json_404(client, staff_user, demo, path):
     _error(client.post(path, **bearer(staff_user)), 404, "not_found")
     _error(client.get(path, **bearer(staff_user)), 404, "not_found")
