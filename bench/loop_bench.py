@@ -17,8 +17,9 @@ Measures, in one run:
   dispatch: wall time against the ideal (1 s); and the same for the floor loop
   as a Celery task on workers configured alike (bench/floor_worker.py), the two
   taking turns, as what the machine allows any loop through Celery; for both,
-  the CPU time per run of the workers and of PostgreSQL, and how busy the
-  machine's cores were, which says whether the wall time is waiting or work;
+  the CPU time per run of the workers and of PostgreSQL, how busy the
+  machine's cores were, which says whether the wall time is waiting or work,
+  and the best efficiency that CPU time allows on this machine's cores;
 * a worker's resident memory after 10,000 runs against after 100.
 
 Statements are counted as Django sends them (the floor's as psycopg does); a
@@ -379,10 +380,20 @@ def concurrency_figures(ticket: Ticket, floor: psycopg.Connection, runs: int, co
                "concurrency_ideal_s": round(ideal, 3),
                "concurrency_efficiency": round(ideal / wall, 3)}
     figures |= {f"concurrency_{key}": round(statistics.median(values), 2) for key, values in cpu.items()}
+    figures["concurrency_cpu_bound_efficiency"] = cpu_bound_efficiency(cpu, runs, ideal)
     figures |= {"floor_concurrency_wall_s": round(floor_wall, 3),
                 "floor_concurrency_efficiency": round(ideal / floor_wall, 3)}
     figures |= {f"floor_concurrency_{key}": round(statistics.median(values), 2) for key, values in floor_cpu.items()}
+    figures["floor_concurrency_cpu_bound_efficiency"] = cpu_bound_efficiency(floor_cpu, runs, ideal)
     return figures
+
+
+def cpu_bound_efficiency(cpu: dict[str, list[float]], runs: int, ideal: float) -> float:
+    """The best efficiency the CPU measured allows: the wall time can be no shorter than the workers'
+    and PostgreSQL's CPU time spread over every core of the machine (nor than the ideal)."""
+    per_run_ms = statistics.median(cpu["worker_cpu_ms_per_run"]) + statistics.median(cpu["db_cpu_ms_per_run"])
+    fewest_seconds = per_run_ms * runs / 1000 / (os.cpu_count() or 1)
+    return round(ideal / max(ideal, fewest_seconds), 3)
 
 
 def memory_figures(ticket: Ticket, first: int, total: int) -> dict:

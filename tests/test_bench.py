@@ -31,4 +31,5 @@ def test_the_benchmark_prints_its_figures_as_json():
     for side in ("concurrency", "floor_concurrency"):  # the workers and PostgreSQL did work, on busy cores
         assert figures[f"{side}_worker_cpu_ms_per_run"] > 0 and figures[f"{side}_db_cpu_ms_per_run"] > 0
         assert 0 < figures[f"{side}_cpu_busy"] <= 1
+        assert 0 < figures[f"{side}_cpu_bound_efficiency"] <= 1
     assert figures["rss_growth_ratio"] > 0
