@@ -89,6 +89,22 @@ def test_a_reply_reporting_negative_usage_still_ends_the_run_with_a_packet(ticke
 
 
 
+@pytest.mark.parametrize("usage", [{"input_tokens": "500"}, {"input_tokens": 500.5}, {"output_tokens": True},
+                                   {"input_tokens": [500]}, "lots", 12],
+                         ids=["string", "fraction", "bool", "list", "not-an-object", "a-bare-number"])
+@pytest.mark.parametrize("reply", [J42, {"error": "provider said 500"}], ids=["reply", "error"])
+def test_reported_usage_that_is_not_a_count_is_a_model_error_charged_its_reservation(ticket_t1001, usage, reply):
+    # CONFORMANCE §2: a request is reconciled to "the reported usage"; one that is not a count of tokens says
+    # nothing of what was spent, so the reservation stays charged (nothing is rounded, parsed or guessed).
+    run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": [{**reply, "usage": usage}]})
+    run = run_advance(run.pk)
+    budget = run.get_budget()
+    assert (run.status, run.detail) == ("MODEL_ERROR", "error")
+    assert (run.model_requests, run.tool_attempts) == (1, 0)
+    assert (run.tokens_used, run.tokens_reserved) == (budget.max_input_tokens + budget.max_output_tokens, 0)
+    assert "not a count" in run.model_request_rows.get().error
+
+
 J42_CALL = {"tool": "read_job_status", "args": {"job_id": "J-42"}}
 DRAFT_E1 = {"summary": "s", "evidence": ["E1"], "open_questions": []}
 

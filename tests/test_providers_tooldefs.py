@@ -5,6 +5,7 @@ import pytest
 
 from agentrun.adapters.tooldefs import (
     INSTRUCTIONS, ToolCall, framing_bytes, redact, reply_payload, split_prompt, tool_definitions,
+    usage_from,
 )
 from agentrun.context import SYSTEM_TEXT, Context, fit_context, utf8_len
 from agentrun.decisions import Call, DraftProposal, Handoff, Malformed, MultipleCalls, parse_reply
@@ -60,3 +61,17 @@ def test_redaction_hides_every_data_block_even_a_cut_one():
     text = "Ticket T-1:\n<data>\nSubject: secret\n</data>\nE1 from x\n<data>\n{\"a\": \"secret\"}"
     assert "secret" not in redact(text)
     assert redact(text).count("bytes redacted") == 2
+
+
+@pytest.mark.parametrize("reported,expected", [
+    ({"prompt_tokens": 12, "completion_tokens": 3}, (12, 3)),
+    ({"input_tokens": 10, "cache_read_input_tokens": 5, "output_tokens": 2}, (15, 2)),
+    ({"input_tokens": 10}, (10, 0)),
+    ({"prompt_tokens": "12", "completion_tokens": 3}, ("12", 3)),
+    ({"prompt_tokens": 12.7, "completion_tokens": True}, (12.7, True)),
+])
+def test_usage_is_read_as_reported_and_never_made_a_count(reported, expected):
+    # The loop refuses usage that is not a count (a model error charged its reservation); mapping the wire
+    # names must not round 12.7 down or turn "12" and true into counts on the way.
+    usage = usage_from(reported)
+    assert (usage.input_tokens, usage.output_tokens) == expected

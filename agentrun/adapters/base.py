@@ -10,6 +10,8 @@ from ..context import Context
 
 @dataclass(frozen=True)
 class TokenUsage:
+    """Tokens as the provider reported them; the loop checks that each is a count before using it."""
+
     input_tokens: int = 0
     output_tokens: int = 0
 

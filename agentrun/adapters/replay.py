@@ -12,10 +12,18 @@ _META_KEYS = ("delay_seconds", "usage")
 
 
 def _usage(entry: dict[str, Any], default: dict[str, int]) -> TokenUsage:
+    """The usage the scenario's provider reports, as written (a side left out is 0).
+
+    Nothing is converted: a value that is not a count ("500", 1.5, true, -3) is what this provider
+    reported, and the loop judges it as it judges any provider's; a `usage` that is not an object
+    reports no count at all (None on both sides).
+    """
     reported = entry.get("usage")
     if reported is None:
         return TokenUsage(**default)
-    return TokenUsage(int(reported.get("input_tokens", 0)), int(reported.get("output_tokens", 0)))
+    if not isinstance(reported, dict):
+        return TokenUsage(None, None)
+    return TokenUsage(reported.get("input_tokens", 0), reported.get("output_tokens", 0))
 
 
 class ReplayAdapter(ModelAdapter):

@@ -161,8 +161,11 @@ def usage_from(reported: Any) -> TokenUsage | None:
     if not isinstance(reported, Mapping):
         return None
 
-    def count(*names: str) -> int:
-        return sum(int(reported.get(n) or 0) for n in names)
+    def count(*names: str) -> Any:
+        # As reported: the loop refuses a value that is not a count, so none is rounded or made one here.
+        values = [reported.get(n) for n in names]
+        odd = [v for v in values if v is not None and (not isinstance(v, int) or isinstance(v, bool))]
+        return odd[0] if odd else sum(v for v in values if v is not None)
 
     return TokenUsage(
         count("prompt_tokens", "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"),
