@@ -7,7 +7,7 @@ import logging
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse
-from django.urls import re_path
+from django.urls import re_path, reverse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import SessionAuth
@@ -138,7 +138,8 @@ def api_index(request, *args, **kwargs):
         for method in methods
         if method in {"get", "post", "put", "patch", "delete"}
     )
-    return JsonResponse({"name": api.title, "docs": "/api/docs", "openapi": "/api/openapi.json",
+    return JsonResponse({"name": api.title, "docs": reverse("api:openapi-view"),
+                         "openapi": reverse("api:openapi-json"),
                          "auth": "Authorization: Bearer <token> (manage.py create_api_token USER), "
                                  "or the admin's session", "operations": operations})
 
