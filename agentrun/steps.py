@@ -291,13 +291,13 @@ def _settle_request(run: Run, request: ModelRequest, res: OpResult, now: datetim
         ):
             _charge(run, request, input_tokens=error.usage.input_tokens, output_tokens=error.usage.output_tokens)
             request.error = storable(str(error))[:2000]
-        elif isinstance(error, ModelError):  # nobody knows what was spent: the whole reservation stays charged
+        else:  # nobody knows what was spent: the whole reservation stays charged
             _charge(run, request, whole_reservation=True)
-            request.error = storable(f"{error} (its reported usage is not a count)")[:2000]
-        else:  # an adapter bug: nobody knows what was spent
-            _charge(run, request, whole_reservation=True)
-            request.error = f"{type(error).__name__} in the model adapter"
-            log.error("run %s: model adapter raised %s", run.pk, type(error).__name__)
+            if isinstance(error, ModelError):
+                request.error = storable(f"{error} (its reported usage is not a count)")[:2000]
+            else:  # an adapter bug
+                request.error = f"{type(error).__name__} in the model adapter"
+                log.error("run %s: model adapter raised %s", run.pk, type(error).__name__)
         if late:
             return Stop(Status.DEADLINE)
         return Stop(Status.MODEL_ERROR, Detail.ERROR, request.error)

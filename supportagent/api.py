@@ -106,13 +106,17 @@ def _json_not_allowed(view):
     def wrapped(request, *args, **kwargs):
         response = view(request, *args, **kwargs)
         if response.status_code == 405 and "json" not in response.get("Content-Type", ""):
-            allowed = response.get("Allow", "")
-            response = JsonResponse({"code": "method_not_allowed",
-                                     "message": f"{request.method} is not allowed here; use {allowed}."}, status=405)
-            response["Allow"] = allowed
+            response = method_not_allowed(request, response.get("Allow", ""))
         return response
 
     return wrapped
+
+
+def method_not_allowed(request, allowed: str) -> JsonResponse:
+    response = JsonResponse({"code": "method_not_allowed",
+                             "message": f"{request.method} is not allowed here; use {allowed}."}, status=405)
+    response["Allow"] = allowed
+    return response
 
 
 def api_urls():
@@ -127,10 +131,7 @@ def api_urls():
 def api_index(request, *args, **kwargs):
     """What `/api/` answers: where the documentation is, and the operations (no token needed to read it)."""
     if request.method not in ("GET", "HEAD"):
-        response = JsonResponse({"code": "method_not_allowed",
-                                 "message": f"{request.method} is not allowed here; use GET."}, status=405)
-        response["Allow"] = "GET"
-        return response
+        return method_not_allowed(request, "GET")
     schema = api.get_openapi_schema()
     operations = sorted(
         f"{method.upper()} {path}"

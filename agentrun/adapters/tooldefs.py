@@ -163,9 +163,9 @@ def usage_from(reported: Any) -> TokenUsage | None:
 
     def count(*names: str) -> Any:
         # As reported: the loop refuses a value that is not a count, so none is rounded or made one here.
-        values = [reported.get(n) for n in names]
-        odd = [v for v in values if v is not None and (not isinstance(v, int) or isinstance(v, bool))]
-        return odd[0] if odd else sum(v for v in values if v is not None)
+        values = [reported[n] for n in names if reported.get(n) is not None]
+        odd = [v for v in values if type(v) is not int]  # bool is not int here either
+        return odd[0] if odd else sum(values)
 
     return TokenUsage(
         count("prompt_tokens", "input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"),
