@@ -41,6 +41,14 @@ def env_int(name: str, default: int) -> int:
     return value
 
 
+def env_choice(name: str, choices: tuple[str, ...]) -> str:
+    """One of `choices` (the first when unset), case-insensitively."""
+    raw = env_str(name).lower() or choices[0]
+    if raw not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}; got {raw!r}")
+    return raw
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = env_str(name)
     return [item.strip() for item in raw.split(",") if item.strip()] if raw else default
@@ -205,9 +213,12 @@ AGENT_PRICE_OUTPUT_PER_MTOK = env_str("AGENT_PRICE_OUTPUT_PER_MTOK")
 # ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL. Prompts and replies are never logged unless this is
 # "redacted": then the "agentrun.providers" logger (at INFO) shows them with every <data> block,
 # the ticket's text and tool results, replaced by its size. Keys are never logged.
-AGENT_LOG_PROMPTS = env_str("AGENT_LOG_PROMPTS", "off").lower()
-if AGENT_LOG_PROMPTS not in ("off", "redacted"):
-    raise ImproperlyConfigured(f"AGENT_LOG_PROMPTS must be 'off' or 'redacted', got {AGENT_LOG_PROMPTS!r}")
+AGENT_LOG_PROMPTS = env_choice("AGENT_LOG_PROMPTS", ("off", "redacted"))
+# How an openai:<model> request names its output cap and whether it sends parallel_tool_calls=false
+# (agentrun/adapters/openai_chat.py). "auto" picks by endpoint and model; set one outright for a
+# server or model that refuses the automatic choice.
+AGENT_OPENAI_OUTPUT_CAP_FIELD = env_choice("AGENT_OPENAI_OUTPUT_CAP_FIELD", ("auto", "max_completion_tokens", "max_tokens"))
+AGENT_OPENAI_PARALLEL_TOOL_CALLS = env_choice("AGENT_OPENAI_PARALLEL_TOOL_CALLS", ("auto", "false", "omit"))
 # A worker's lease on a run outlives one operation's longest wait by this much.
 AGENT_LEASE_MARGIN_SECONDS = 5.0
 AGENT_REQUIRE_APPROVAL: list[str] = env_list("AGENT_REQUIRE_APPROVAL", [])

@@ -37,6 +37,22 @@ def test_a_duration_setting_must_be_a_finite_positive_number(value):
     assert done.returncode != 0 and "AGENT_WATCHDOG_INTERVAL must be" in done.stderr
 
 
+@pytest.mark.parametrize(
+    "name, value",
+    [("AGENT_OPENAI_OUTPUT_CAP_FIELD", "max_output_tokens"), ("AGENT_OPENAI_PARALLEL_TOOL_CALLS", "no"),
+     ("AGENT_LOG_PROMPTS", "full")],
+)
+def test_a_choice_setting_outside_its_choices_stops_the_process(name, value):
+    done = manage_check(**{name: value})
+    assert done.returncode != 0
+    assert f"{name} must be one of" in done.stderr and repr(value) in done.stderr
+
+
+def test_choice_settings_read_case_insensitively():
+    assert manage_check(AGENT_OPENAI_OUTPUT_CAP_FIELD="MAX_TOKENS", AGENT_OPENAI_PARALLEL_TOOL_CALLS="Omit",
+                        AGENT_LOG_PROMPTS="Redacted").returncode == 0
+
+
 def test_investigate_refuses_a_ticket_whose_run_is_still_going(demo_committed):
     ticket = Ticket.objects.get(ref="T-1001")
     call_command("investigate", "T-1001", "--json", stdout=StringIO())

@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 
 from agentrun.adapters import ModelRequestSpec, PROVIDERS
 from agentrun.adapters.base import ModelError
-from agentrun.adapters.openai_chat import OpenAIChatAdapter
+from agentrun.adapters.openai_chat import OpenAIChatAdapter, request_fields
 from agentrun.budgets import Budget
 from agentrun.context import OMITTED, SYSTEM_TEXT, Context
 from agentrun.loop import run_advance
@@ -100,6 +100,48 @@ def test_each_request_offers_exactly_the_tools_and_carries_the_output_cap(fake, 
     second = fake.received[1].body["messages"][1]["content"]
     assert "E1 from read_job_status" in second
     assert second.index("<data>", second.index("E1 from")) < second.index("EXPORT_ROLE_REQUIRED", second.index("E1 from"))
+
+
+OPENAI_API = "https://api.openai.com/v1"
+LOCAL = "http://127.0.0.1:11434/v1"
+
+
+@pytest.mark.parametrize(
+    "model, base_url, cap_field, parallel, expected",
+    [
+        # OpenAI's own API: newer models refuse max_tokens; the o-series refuses parallel_tool_calls.
+        ("gpt-4o-mini", OPENAI_API, "auto", "auto", {"max_completion_tokens": 300, "parallel_tool_calls": False}),
+        ("gpt-5", "https://api.openai.com/v1/", "auto", "auto", {"max_completion_tokens": 300, "parallel_tool_calls": False}),
+        ("o3-mini", OPENAI_API, "auto", "auto", {"max_completion_tokens": 300}),
+        ("o4-mini", OPENAI_API, "auto", "auto", {"max_completion_tokens": 300}),
+        ("o1", OPENAI_API, "auto", "auto", {"max_completion_tokens": 300}),
+        # Compatible servers read max_tokens; a local model named like the o-series is not one.
+        ("llama3.1:8b", LOCAL, "auto", "auto", {"max_tokens": 300, "parallel_tool_calls": False}),
+        ("o3-mini", LOCAL, "auto", "auto", {"max_tokens": 300, "parallel_tool_calls": False}),
+        ("openai/gpt-oss-20b", "http://vllm.internal:8000/v1", "auto", "auto", {"max_tokens": 300, "parallel_tool_calls": False}),
+        # Set outright, the settings win.
+        ("gpt-4o", OPENAI_API, "max_tokens", "omit", {"max_tokens": 300}),
+        ("o3", OPENAI_API, "auto", "false", {"max_completion_tokens": 300, "parallel_tool_calls": False}),
+        ("qwen3", LOCAL, "max_completion_tokens", "auto", {"max_completion_tokens": 300, "parallel_tool_calls": False}),
+    ],
+)
+def test_the_output_cap_and_parallel_switch_go_in_fields_the_endpoint_accepts(
+    settings, model, base_url, cap_field, parallel, expected
+):
+    settings.AGENT_OPENAI_OUTPUT_CAP_FIELD, settings.AGENT_OPENAI_PARALLEL_TOOL_CALLS = cap_field, parallel
+    assert request_fields(model, base_url, 300) == expected
+
+
+def test_the_fields_set_outright_reach_the_wire(fake, ticket_t1001, settings):
+    settings.AGENT_OPENAI_OUTPUT_CAP_FIELD, settings.AGENT_OPENAI_PARALLEL_TOOL_CALLS = "max_completion_tokens", "omit"
+    fake.script(OPENAI.reply(J42), OPENAI.reply(DRAFT_E1))
+
+    report = investigate(ticket_t1001)
+
+    assert report["status"] == "COMPLETED"
+    for request in fake.received:
+        assert request.body["max_completion_tokens"] == 400
+        assert "max_tokens" not in request.body and "parallel_tool_calls" not in request.body
 
 
 def test_two_tool_calls_in_one_reply_are_multiple_calls(fake, ticket_t1001):

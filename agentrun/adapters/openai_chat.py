@@ -4,12 +4,22 @@ The same wire format is spoken by vLLM, Ollama and llama.cpp's server: point
 OPENAI_BASE_URL at one of them. The SDK's own retries are off (a retry would
 spend budget the loop did not decide to spend) and its timeout is the
 request's wait, `min(operation timeout, time left)`.
+
+Two request fields differ by endpoint and model (`request_fields`). The output
+cap is `max_completion_tokens` on OpenAI's own API, where newer models refuse
+`max_tokens`, and `max_tokens` elsewhere, which every compatible server reads.
+`parallel_tool_calls: false` is sent except to OpenAI's o-series reasoning
+models, which refuse the field. Both can be set outright
+(AGENT_OPENAI_OUTPUT_CAP_FIELD, AGENT_OPENAI_PARALLEL_TOOL_CALLS).
 """
 from __future__ import annotations
 
+import re
 from typing import Any
+from urllib.parse import urlsplit
 
 import openai
+from django.conf import settings
 
 from .base import ModelError, ModelRequestSpec
 from .tooldefs import ToolCall, ToolCallingAdapter, WireReply, parse_arguments, tool_definitions, usage_from
@@ -35,9 +45,8 @@ class OpenAIChatAdapter(ToolCallingAdapter):
                     model=self.model,
                     messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
                     tools=self.wire_tools(),
-                    parallel_tool_calls=False,
-                    max_tokens=spec.max_output_tokens,
                     timeout=spec.timeout_seconds,
+                    **request_fields(self.model, self.base_url, spec.max_output_tokens),
                 )
         except openai.APITimeoutError:
             raise ModelError(f"openai: no reply within {spec.timeout_seconds:.1f}s", timeout=True) from None
@@ -46,6 +55,25 @@ class OpenAIChatAdapter(ToolCallingAdapter):
         except openai.OpenAIError as exc:
             raise self.failure(None, None, f"{type(exc).__name__}: {exc}") from None
         return _wire_reply(completion)
+
+
+OPENAI_HOST = "api.openai.com"
+REASONING_MODEL = re.compile(r"o[0-9]")  # o1, o3-mini, o4-mini, ...: they refuse parallel_tool_calls
+
+
+def request_fields(model: str, base_url: str, max_output_tokens: int) -> dict[str, Any]:
+    """The output cap and the parallel-call switch, in the fields this endpoint and model accept."""
+    on_openai = urlsplit(base_url).hostname == OPENAI_HOST
+    cap_field = settings.AGENT_OPENAI_OUTPUT_CAP_FIELD
+    if cap_field == "auto":
+        cap_field = "max_completion_tokens" if on_openai else "max_tokens"
+    fields: dict[str, Any] = {cap_field: max_output_tokens}
+    parallel = settings.AGENT_OPENAI_PARALLEL_TOOL_CALLS
+    if parallel == "auto":
+        parallel = "omit" if on_openai and REASONING_MODEL.match(model) else "false"
+    if parallel == "false":
+        fields["parallel_tool_calls"] = False
+    return fields
 
 
 def _wire_reply(completion: Any) -> WireReply:
