@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import openai
 from django.conf import settings
 
+from . import PROVIDERS
 from .base import ModelError, ModelRequestSpec
 from .tooldefs import ToolCall, ToolCallingAdapter, WireReply, parse_arguments, tool_definitions, usage_from
 
@@ -57,7 +58,7 @@ class OpenAIChatAdapter(ToolCallingAdapter):
         return _wire_reply(completion)
 
 
-OPENAI_HOST = "api.openai.com"
+OPENAI_HOST = urlsplit(PROVIDERS["openai"].default_base_url).hostname  # OpenAI's own API
 REASONING_MODEL = re.compile(r"o[0-9]")  # o1, o3-mini, o4-mini, ...: they refuse parallel_tool_calls
 
 
