@@ -357,23 +357,22 @@ def _drive(enqueue, ids: list[int], pending_sql: str, params: list, timeout: flo
 def concurrency_figures(ticket: Ticket, floor: psycopg.Connection, runs: int, concurrency: int, latency: float,
                         processes: int, rounds: int) -> dict:
     """The loop's and the floor's wall time for `runs` runs at `concurrency`, each on its own workers,
-    taking turns `rounds` times (the median of each is reported)."""
-    ours, base = Workers(concurrency, processes), Workers(concurrency, processes, app="floor_worker")
-    try:
-        # Warm up: the workers are up and connected, and their statements prepared.
-        drive([start(ticket).pk for _ in range(4 * concurrency)], 120)
-        drive_floor([floor_start(floor) for _ in range(4 * concurrency)], 0.0, 120)
-        walls, floor_walls, cpu, floor_cpu = [], [], {}, {}
-        for _ in range(rounds):
+    taking turns `rounds` times (the median of each is reported).
+
+    Only one side's workers are up at a time: each holds up to `concurrency` database connections,
+    and the two together would need more than a default PostgreSQL allows."""
+    walls, floor_walls, cpu, floor_cpu = [], [], {}, {}
+    for _ in range(rounds):
+        with workers(concurrency, processes) as ours:
+            drive([start(ticket).pk for _ in range(4 * concurrency)], 120)  # up, connected, statements prepared
             ids = [start(ticket, latency).pk for _ in range(runs)]
             with cpu_used(ours, runs, cpu):
                 walls.append(drive(ids, 300))
+        with workers(concurrency, processes, app="floor_worker") as base:
+            drive_floor([floor_start(floor) for _ in range(4 * concurrency)], 0.0, 120)
             floor_ids = [floor_start(floor) for _ in range(runs)]
             with cpu_used(base, runs, floor_cpu):
                 floor_walls.append(drive_floor(floor_ids, latency, 300))
-    finally:
-        ours.stop()
-        base.stop()
     ideal = runs * 5 * latency / concurrency
     wall, floor_wall = statistics.median(walls), statistics.median(floor_walls)
     figures = {"concurrency_workers": processes, "concurrency_wall_s": round(wall, 3),
@@ -388,6 +387,31 @@ def concurrency_figures(ticket: Ticket, floor: psycopg.Connection, runs: int, co
     return figures
 
 
+@contextmanager
+def workers(concurrency: int, processes: int, app: str = "supportagent"):
+    """Workers (see `Workers`) that are stopped, and their connections closed, when the block ends."""
+    started = Workers(concurrency, processes, app)
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def need_connections(concurrency: int, processes: int) -> None:
+    """Stop with a clear message when PostgreSQL cannot take one side's workers and the benchmark itself."""
+    wanted = processes * min(max(concurrency // processes, 1), 40) + 8
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int,"
+            " (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"
+        )
+        allowed, in_use = cursor.fetchone()
+    if wanted + in_use > allowed:
+        raise SystemExit(f"concurrency {concurrency} on {processes} workers needs about {wanted} database connections"
+                         f" and {in_use} are in use; PostgreSQL allows {allowed} (max_connections): lower --concurrency"
+                         " or raise max_connections")
+
+
 def cpu_bound_efficiency(cpu: dict[str, list[float]], runs: int, ideal: float) -> float:
     """The best efficiency the CPU measured allows: the wall time can be no shorter than the workers'
     and PostgreSQL's CPU time spread over every core of the machine (nor than the ideal)."""
@@ -397,8 +421,7 @@ def cpu_bound_efficiency(cpu: dict[str, list[float]], runs: int, ideal: float) -
 
 
 def memory_figures(ticket: Ticket, first: int, total: int) -> dict:
-    worker = Workers(8, 1)
-    try:
+    with workers(8, 1) as worker:
         drive([start(ticket).pk for _ in range(first)], 300)
         rss_first = worker.rss_kib()
         done = first
@@ -407,8 +430,6 @@ def memory_figures(ticket: Ticket, first: int, total: int) -> dict:
             drive([start(ticket).pk for _ in range(batch)], 900)
             done += batch
         rss_total = worker.rss_kib()
-    finally:
-        worker.stop()
     return {"rss_kib_after_first": rss_first, "rss_kib_after_all": rss_total,
             "rss_growth_ratio": round(rss_total / rss_first, 3)}
 
@@ -429,6 +450,7 @@ def main() -> int:
 
     subprocess.run([str(ROOT / "bin" / "services")], check=True, env=os.environ)
     call_command("migrate", verbosity=0, interactive=False)
+    need_connections(args.concurrency, args.workers)
     seed_demo()
     ticket = Ticket.objects.get(ref="T-1001")
     (ROOT / "var").mkdir(exist_ok=True)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import uuid
 
+import psycopg
+
 from tests.workers import ROOT
 
 KEYS = {"commits_per_cycle", "statements_per_run", "ms_per_run_median", "floor_ms_per_run_median", "ratio_to_floor",
@@ -33,3 +35,18 @@ def test_the_benchmark_prints_its_figures_as_json():
         assert 0 < figures[f"{side}_cpu_busy"] <= 1
         assert 0 < figures[f"{side}_cpu_bound_efficiency"] <= 1
     assert figures["rss_growth_ratio"] > 0
+
+
+def test_the_benchmark_refuses_a_concurrency_the_database_cannot_connect():
+    database = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/supportagent_bench_smoke"
+    env = {**os.environ, "DATABASE_URL": database, "DJANGO_SECRET_KEY": "bench-smoke-" + uuid.uuid4().hex}
+    server = database.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(server) as conn:  # a worker process's pool opens at most 40 connections
+        allowed = conn.execute("SELECT current_setting('max_connections')::int").fetchone()[0]
+    workers = allowed // 40 + 1
+    args = ["--json", "--workers", str(workers), "--concurrency", str(40 * workers)]
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "loop_bench.py"), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and done.stdout == ""
+    assert f"concurrency {40 * workers} on {workers} workers needs about" in done.stderr
+    assert "max_connections" in done.stderr
