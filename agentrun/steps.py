@@ -267,7 +267,9 @@ def _record_model(run: Run, op: ModelOp, res: OpResult, now: datetime) -> Operat
         stop = Stop(Status.CANCELLED, note="cancelled while the model request was in flight; its reply was not used")
     if stop is None:
         assert isinstance(res.result, Finished)
-        nxt = _decide(run, request, parse_reply(res.result.value.payload), now)
+        response = res.result.value
+        proposal = Malformed(response.cut_short) if response.cut_short else parse_reply(response.payload)
+        nxt = _decide(run, request, proposal, now)
     row_update_later(request, REQUEST_RESULT_FIELDS, by=("run", "seq"))
     return _stop(run, stop, now) if stop is not None else nxt
 

@@ -115,7 +115,8 @@ class OpenAIWire:
     path = "/v1/chat/completions"
 
     @staticmethod
-    def reply(*calls: Call, text: str | None = None, usage: tuple[int, int] | None = (500, 50), **kw: Any) -> Reply:
+    def reply(*calls: Call, text: str | None = None, usage: tuple[int, int] | None = (500, 50),
+              finish_reason: str | None = None, **kw: Any) -> Reply:
         message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
         if calls:
             message["tool_calls"] = [
@@ -126,7 +127,7 @@ class OpenAIWire:
         body: dict[str, Any] = {
             "id": "chatcmpl-AbC123", "object": "chat.completion", "created": 1790000000, "model": "gpt-test",
             "choices": [{"index": 0, "message": message, "logprobs": None,
-                         "finish_reason": "tool_calls" if calls else "stop"}],
+                         "finish_reason": finish_reason or ("tool_calls" if calls else "stop")}],
             "system_fingerprint": "fp_test",
         }
         if usage is not None:
@@ -152,12 +153,13 @@ class AnthropicWire:
     path = "/v1/messages"
 
     @staticmethod
-    def reply(*calls: Call, text: str | None = None, usage: tuple[int, int] | None = (500, 50), **kw: Any) -> Reply:
+    def reply(*calls: Call, text: str | None = None, usage: tuple[int, int] | None = (500, 50),
+              stop_reason: str | None = None, **kw: Any) -> Reply:
         content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
         content += [{"type": "tool_use", "id": cid, "name": name, "input": args} for name, args, cid in calls]
         body: dict[str, Any] = {
             "id": "msg_01AbC", "type": "message", "role": "assistant", "model": "claude-test", "content": content,
-            "stop_reason": "tool_use" if calls else "end_turn", "stop_sequence": None,
+            "stop_reason": stop_reason or ("tool_use" if calls else "end_turn"), "stop_sequence": None,
         }
         if usage is not None:
             body["usage"] = {"input_tokens": usage[0], "output_tokens": usage[1],

@@ -129,6 +129,25 @@ def test_malformed_replies_are_validation_errors_and_the_loop_goes_on(fake, tick
     assert "Your last reply was not used" in fake.received[1].body["messages"][0]["content"]
 
 
+@pytest.mark.parametrize("stop_reason, reason", [
+    ("max_tokens", "the reply was cut off at the output cap (400 tokens) before it was complete"),
+    ("model_context_window_exceeded", "the reply was cut off at the model's context window before it was complete"),
+    ("refusal", "the model declined to answer (stop reason: refusal)"),
+])
+def test_a_reply_the_api_stopped_early_is_not_used_whatever_it_holds(fake, ticket_t1001, stop_reason, reason):
+    # A complete-looking call in a reply stopped early: its arguments may not be what the model meant.
+    fake.script(ANTHROPIC.reply(J42, usage=(700, 400), stop_reason=stop_reason), ANTHROPIC.reply(J42),
+                ANTHROPIC.reply(DRAFT_E1))
+
+    report = investigate(ticket_t1001)
+
+    assert report["status"] == "COMPLETED"
+    assert (report["model_requests"], report["tool_attempts"], report["validation_errors"]) == (3, 1, 1)
+    first = ModelRequest.objects.get(run_id=report["run"], seq=1)
+    assert (first.outcome, first.validation_error, first.charged_tokens) == ("malformed", reason, 1100)
+    assert f"Your last reply was not used: {reason}" in fake.received[1].body["messages"][0]["content"]
+
+
 # --- failures ----------------------------------------------------------------------------------
 
 

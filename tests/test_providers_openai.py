@@ -177,6 +177,24 @@ def test_malformed_replies_are_validation_errors_and_the_loop_goes_on(fake, tick
     assert outcomes[:4] == ["malformed", "invalid_draft", "malformed", "malformed"]
 
 
+@pytest.mark.parametrize("finish_reason, reason", [
+    ("length", "the reply was cut off at the output cap (400 tokens) before it was complete"),
+    ("content_filter", "the provider's content filter withheld the reply (finish reason: content_filter)"),
+])
+def test_a_reply_the_endpoint_stopped_early_is_not_used_whatever_it_holds(fake, ticket_t1001, finish_reason, reason):
+    # A call cut off can still parse ({"job_id": "J-4"} is an object): a reply stopped early is never used.
+    fake.script(OPENAI.reply(J42, usage=(700, 400), finish_reason=finish_reason), OPENAI.reply(J42),
+                OPENAI.reply(DRAFT_E1))
+
+    report = investigate(ticket_t1001)
+
+    assert report["status"] == "COMPLETED"
+    assert (report["model_requests"], report["tool_attempts"], report["validation_errors"]) == (3, 1, 1)
+    first = ModelRequest.objects.get(run_id=report["run"], seq=1)
+    assert (first.outcome, first.validation_error, first.charged_tokens) == ("malformed", reason, 1100)
+    assert f"Your last reply was not used: {reason}" in fake.received[1].body["messages"][1]["content"]
+
+
 def test_a_repeated_provider_call_id_reuses_its_receipt(fake, ticket_t1001):
     fake.script(OPENAI.reply(J42), OPENAI.reply(J42), OPENAI.reply(DRAFT_E1))
 

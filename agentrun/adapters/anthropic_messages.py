@@ -4,7 +4,9 @@ ANTHROPIC_BASE_URL points it elsewhere (a gateway, or the tests' local
 server). The SDK's own retries are off and its timeout is the request's wait,
 `min(operation timeout, time left)`. The model must call a function, and only
 one (`tool_choice` any, parallel tool use off); a reply that still holds
-several is `multiple_calls` all the same.
+several is `multiple_calls` all the same. A reply the API stopped early (its
+`stop_reason` says it hit the output cap or the context window, or refused) is
+not used, whatever it holds.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Any
 import anthropic
 
 from .base import ModelError, ModelRequestSpec
-from .tooldefs import ToolCall, ToolCallingAdapter, WireReply, tool_definitions, usage_from
+from .tooldefs import ToolCall, ToolCallingAdapter, WireReply, cut_at_cap, tool_definitions, usage_from
 
 TOOL_CHOICE = {"type": "any", "disable_parallel_tool_use": True}
 
@@ -46,10 +48,10 @@ class AnthropicMessagesAdapter(ToolCallingAdapter):
             raise self.failure(exc.status_code, exc.body, type(exc).__name__) from None
         except anthropic.AnthropicError as exc:
             raise self.failure(None, None, f"{type(exc).__name__}: {exc}") from None
-        return _wire_reply(message)
+        return _wire_reply(message, spec.max_output_tokens)
 
 
-def _wire_reply(message: Any) -> WireReply:
+def _wire_reply(message: Any, max_output_tokens: int) -> WireReply:
     calls, texts = [], []
     for block in message.content or ():
         if block.type == "tool_use":
@@ -57,7 +59,18 @@ def _wire_reply(message: Any) -> WireReply:
         elif block.type == "text":
             texts.append(block.text)
     usage = usage_from(message.usage) if message.usage is not None else None
-    return WireReply(tuple(calls), "\n".join(texts), usage)
+    return WireReply(tuple(calls), "\n".join(texts), usage, _cut_short(message.stop_reason, max_output_tokens))
+
+
+def _cut_short(stop_reason: str | None, max_output_tokens: int) -> str:
+    """Why the API stopped the reply before it was complete, or "" (a tool call, the end of the turn)."""
+    if stop_reason == "max_tokens":
+        return cut_at_cap(max_output_tokens)
+    if stop_reason == "model_context_window_exceeded":
+        return "the reply was cut off at the model's context window before it was complete"
+    if stop_reason == "refusal":
+        return "the model declined to answer (stop reason: refusal)"
+    return ""
 
 
 Adapter = AnthropicMessagesAdapter

@@ -28,10 +28,16 @@ class ModelRequestSpec:
 
 @dataclass(frozen=True)
 class ModelResponse:
-    """A reply: `payload` is a structured decision (see decisions.parse_reply) or raw text."""
+    """A reply: `payload` is a structured decision (see decisions.parse_reply) or raw text.
+
+    `cut_short` says why the provider stopped the reply before it was complete (cut at the output
+    cap, refused, filtered); such a reply is malformed output whatever it holds, since a call or a
+    draft in it may be missing what the model meant to write.
+    """
 
     payload: Any
     usage: TokenUsage
+    cut_short: str = ""
 
 
 class ModelError(Exception):

@@ -11,6 +11,10 @@ cap is `max_completion_tokens` on OpenAI's own API, where newer models refuse
 `parallel_tool_calls: false` is sent except to OpenAI's o-series reasoning
 models, which refuse the field. Both can be set outright
 (AGENT_OPENAI_OUTPUT_CAP_FIELD, AGENT_OPENAI_PARALLEL_TOOL_CALLS).
+
+A reply the endpoint stopped early (`finish_reason` `length`: cut at the
+output cap; `content_filter`) is not used, whatever it holds: a call cut off
+can still parse.
 """
 from __future__ import annotations
 
@@ -23,7 +27,9 @@ from django.conf import settings
 
 from . import PROVIDERS
 from .base import ModelError, ModelRequestSpec
-from .tooldefs import ToolCall, ToolCallingAdapter, WireReply, parse_arguments, tool_definitions, usage_from
+from .tooldefs import (
+    ToolCall, ToolCallingAdapter, WireReply, cut_at_cap, parse_arguments, tool_definitions, usage_from,
+)
 
 
 class OpenAIChatAdapter(ToolCallingAdapter):
@@ -55,7 +61,7 @@ class OpenAIChatAdapter(ToolCallingAdapter):
             raise self.failure(exc.status_code, exc.body, type(exc).__name__) from None
         except openai.OpenAIError as exc:
             raise self.failure(None, None, f"{type(exc).__name__}: {exc}") from None
-        return _wire_reply(completion)
+        return _wire_reply(completion, spec.max_output_tokens)
 
 
 OPENAI_HOST = urlsplit(PROVIDERS["openai"].default_base_url).hostname  # OpenAI's own API
@@ -77,13 +83,23 @@ def request_fields(model: str, base_url: str, max_output_tokens: int) -> dict[st
     return fields
 
 
-def _wire_reply(completion: Any) -> WireReply:
+def _wire_reply(completion: Any, max_output_tokens: int) -> WireReply:
     usage = usage_from(completion.usage) if completion.usage is not None else None
     if not completion.choices:
         return WireReply((), "", usage)
-    message = completion.choices[0].message
+    choice = completion.choices[0]
+    message = choice.message
     calls = tuple(_tool_call(call) for call in message.tool_calls or ())
-    return WireReply(calls, message.content or "", usage)
+    return WireReply(calls, message.content or "", usage, _cut_short(choice.finish_reason, max_output_tokens))
+
+
+def _cut_short(finish_reason: str | None, max_output_tokens: int) -> str:
+    """Why the endpoint stopped the reply before it was complete, or "" (tool calls, a natural stop)."""
+    if finish_reason == "length":
+        return cut_at_cap(max_output_tokens)
+    if finish_reason == "content_filter":
+        return "the provider's content filter withheld the reply (finish reason: content_filter)"
+    return ""
 
 
 def _tool_call(call: Any) -> ToolCall:

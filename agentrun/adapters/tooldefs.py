@@ -126,6 +126,11 @@ class WireReply:
     calls: tuple[ToolCall, ...]
     text: str
     usage: TokenUsage | None  # None when the provider reported none
+    cut_short: str = ""  # why the provider stopped the reply early (ModelResponse.cut_short), else ""
+
+
+def cut_at_cap(max_output_tokens: int) -> str:
+    return f"the reply was cut off at the output cap ({max_output_tokens} tokens) before it was complete"
 
 
 def parse_arguments(raw: Any) -> Any:
@@ -232,8 +237,8 @@ class ToolCallingAdapter(ModelAdapter):
         # A reply without usage is charged its bound: the input we sent, the whole output cap.
         usage = reply.usage or TokenUsage(utf8_len(spec.context.prompt) + self.input_overhead_bytes(),
                                           spec.max_output_tokens)
-        log_reply(self.name, spec.index, payload, usage)
-        return ModelResponse(payload, usage)
+        log_reply(self.name, spec.index, payload, usage, reply.cut_short)
+        return ModelResponse(payload, usage, reply.cut_short)
 
     def scrub(self, text: str) -> str:
         """An error text safe to store and show: never the API key, never long."""
@@ -285,7 +290,7 @@ def log_prompt(model: str, index: int, system: str, user: str) -> None:
                  redact(user))
 
 
-def log_reply(model: str, index: int, payload: Any, usage: TokenUsage) -> None:
+def log_reply(model: str, index: int, payload: Any, usage: TokenUsage, cut_short: str = "") -> None:
     if logging_prompts():
-        log.info("%s request %d reply (redacted): %s; usage %d in, %d out", model, index + 1, describe(payload),
-                 usage.input_tokens, usage.output_tokens)
+        log.info("%s request %d reply (redacted): %s%s; usage %d in, %d out", model, index + 1, describe(payload),
+                 f" ({cut_short})" if cut_short else "", usage.input_tokens, usage.output_tokens)
