@@ -219,6 +219,7 @@ AGENT_LOG_PROMPTS = env_choice("AGENT_LOG_PROMPTS", ("off", "redacted"))
 # server or model that refuses the automatic choice.
 AGENT_OPENAI_OUTPUT_CAP_FIELD = env_choice("AGENT_OPENAI_OUTPUT_CAP_FIELD", ("auto", "max_completion_tokens", "max_tokens"))
 AGENT_OPENAI_PARALLEL_TOOL_CALLS = env_choice("AGENT_OPENAI_PARALLEL_TOOL_CALLS", ("auto", "false", "omit"))
+AGENT_OPENAI_TOOL_CHOICE = env_choice("AGENT_OPENAI_TOOL_CHOICE", ("required", "omit"))
 # A worker's lease on a run outlives one operation's longest wait by this much.
 AGENT_LEASE_MARGIN_SECONDS = 5.0
 AGENT_REQUIRE_APPROVAL: list[str] = env_list("AGENT_REQUIRE_APPROVAL", [])

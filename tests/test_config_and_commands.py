@@ -40,7 +40,7 @@ def test_a_duration_setting_must_be_a_finite_positive_number(value):
 @pytest.mark.parametrize(
     "name, value",
     [("AGENT_OPENAI_OUTPUT_CAP_FIELD", "max_output_tokens"), ("AGENT_OPENAI_PARALLEL_TOOL_CALLS", "no"),
-     ("AGENT_LOG_PROMPTS", "full")],
+     ("AGENT_OPENAI_TOOL_CHOICE", "auto"), ("AGENT_LOG_PROMPTS", "full")],
 )
 def test_a_choice_setting_outside_its_choices_stops_the_process(name, value):
     done = manage_check(**{name: value})

@@ -90,6 +90,7 @@ def test_each_request_offers_exactly_the_tools_and_carries_the_output_cap(fake, 
         assert body["model"] == "gpt-test"
         assert body["max_tokens"] == 400
         assert body["parallel_tool_calls"] is False
+        assert body["tool_choice"] == "required"
         assert OPENAI.tool_names(body) == OFFERED
         assert [m["role"] for m in body["messages"]] == ["system", "user"]
         assert body["messages"][0]["content"].startswith(SYSTEM_TEXT)
@@ -129,11 +130,19 @@ def test_the_output_cap_and_parallel_switch_go_in_fields_the_endpoint_accepts(
     settings, model, base_url, cap_field, parallel, expected
 ):
     settings.AGENT_OPENAI_OUTPUT_CAP_FIELD, settings.AGENT_OPENAI_PARALLEL_TOOL_CALLS = cap_field, parallel
-    assert request_fields(model, base_url, 300) == expected
+    assert request_fields(model, base_url, 300) == expected | {"tool_choice": "required"}
+
+
+@pytest.mark.parametrize("base_url", [OPENAI_API, LOCAL])
+def test_the_model_must_call_a_function_unless_tool_choice_is_left_out(settings, base_url):
+    assert request_fields("gpt-4o", base_url, 300)["tool_choice"] == "required"
+    settings.AGENT_OPENAI_TOOL_CHOICE = "omit"
+    assert "tool_choice" not in request_fields("gpt-4o", base_url, 300)
 
 
 def test_the_fields_set_outright_reach_the_wire(fake, ticket_t1001, settings):
     settings.AGENT_OPENAI_OUTPUT_CAP_FIELD, settings.AGENT_OPENAI_PARALLEL_TOOL_CALLS = "max_completion_tokens", "omit"
+    settings.AGENT_OPENAI_TOOL_CHOICE = "omit"
     fake.script(OPENAI.reply(J42), OPENAI.reply(DRAFT_E1))
 
     report = investigate(ticket_t1001)
@@ -142,6 +151,7 @@ def test_the_fields_set_outright_reach_the_wire(fake, ticket_t1001, settings):
     for request in fake.received:
         assert request.body["max_completion_tokens"] == 400
         assert "max_tokens" not in request.body and "parallel_tool_calls" not in request.body
+        assert "tool_choice" not in request.body
 
 
 def test_two_tool_calls_in_one_reply_are_multiple_calls(fake, ticket_t1001):

@@ -5,12 +5,18 @@ OPENAI_BASE_URL at one of them. The SDK's own retries are off (a retry would
 spend budget the loop did not decide to spend) and its timeout is the
 request's wait, `min(operation timeout, time left)`.
 
+Every request has `tool_choice: "required"`: the model must call a function,
+as with Anthropic's `any` (a draft and a handoff are functions too, so no
+decision is ruled out, and a text reply, which could only be malformed output,
+is not spent on). Ollama accepts the field and ignores it.
+
 Two request fields differ by endpoint and model (`request_fields`). The output
 cap is `max_completion_tokens` on OpenAI's own API, where newer models refuse
 `max_tokens`, and `max_tokens` elsewhere, which every compatible server reads.
 `parallel_tool_calls: false` is sent except to OpenAI's o-series reasoning
 models, which refuse the field. Both can be set outright
-(AGENT_OPENAI_OUTPUT_CAP_FIELD, AGENT_OPENAI_PARALLEL_TOOL_CALLS).
+(AGENT_OPENAI_OUTPUT_CAP_FIELD, AGENT_OPENAI_PARALLEL_TOOL_CALLS), and
+`tool_choice` left out for a server that refuses it (AGENT_OPENAI_TOOL_CHOICE).
 
 A reply the endpoint stopped early (`finish_reason` `length`: cut at the
 output cap; `content_filter`) is not used, whatever it holds: a call cut off
@@ -69,7 +75,7 @@ REASONING_MODEL = re.compile(r"o[0-9]")  # o1, o3-mini, o4-mini, ...: they refus
 
 
 def request_fields(model: str, base_url: str, max_output_tokens: int) -> dict[str, Any]:
-    """The output cap and the parallel-call switch, in the fields this endpoint and model accept."""
+    """The output cap, the parallel-call switch and the tool choice, in the fields this endpoint and model accept."""
     on_openai = urlsplit(base_url).hostname == OPENAI_HOST
     cap_field = settings.AGENT_OPENAI_OUTPUT_CAP_FIELD
     if cap_field == "auto":
@@ -80,6 +86,8 @@ def request_fields(model: str, base_url: str, max_output_tokens: int) -> dict[st
         parallel = "omit" if on_openai and REASONING_MODEL.match(model) else "false"
     if parallel == "false":
         fields["parallel_tool_calls"] = False
+    if settings.AGENT_OPENAI_TOOL_CHOICE == "required":
+        fields["tool_choice"] = "required"
     return fields
 
 
