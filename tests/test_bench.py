@@ -18,7 +18,7 @@ KEYS = {"commits_per_cycle", "statements_per_run", "ms_per_run_median", "floor_m
 def test_the_benchmark_prints_its_figures_as_json():
     database = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/supportagent_bench_smoke"
     env = {**os.environ, "DATABASE_URL": database, "DJANGO_SECRET_KEY": "bench-smoke-" + uuid.uuid4().hex}
-    args = ["--json", "--runs", "3", "--concurrency-runs", "8", "--concurrency", "4", "--rounds", "1",
+    args = ["--json", "--runs", "3", "--concurrency-runs", "24", "--concurrency", "4", "--rounds", "1",
             "--memory-runs", "110"]
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "loop_bench.py"), *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)

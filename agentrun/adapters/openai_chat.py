@@ -6,9 +6,9 @@ spend budget the loop did not decide to spend) and its timeout is the
 request's wait, `min(operation timeout, time left)`.
 
 Every request has `tool_choice: "required"`: the model must call a function,
-as with Anthropic's `any` (a draft and a handoff are functions too, so no
-decision is ruled out, and a text reply, which could only be malformed output,
-is not spent on). Ollama accepts the field and ignores it.
+as with Anthropic's `any`. A draft and a handoff are functions too, so no
+decision is ruled out, and no request goes to a text reply, which could only
+be malformed output. Ollama accepts the field and ignores it.
 
 Two request fields differ by endpoint and model (`request_fields`). The output
 cap is `max_completion_tokens` on OpenAI's own API, where newer models refuse
