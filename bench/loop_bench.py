@@ -233,6 +233,15 @@ def p95(values: list[float]) -> float:
 # --- workers ------------------------------------------------------------------------
 
 
+def threads_per_process(concurrency: int, processes: int) -> int:
+    return max(concurrency // processes, 1)
+
+
+def pool_max(threads: int) -> int:
+    """Connections a worker process's pool may open: one per thread, at most 40."""
+    return min(threads, 40)
+
+
 class Workers:
     """`processes` Celery worker processes on one queue, as the README runs them: one per core, threads in each.
 
@@ -241,9 +250,9 @@ class Workers:
 
     def __init__(self, concurrency: int, processes: int, app: str = "supportagent"):
         self.queue = f"bench-{uuid.uuid4().hex[:8]}"
-        threads = max(concurrency // processes, 1)
+        threads = threads_per_process(concurrency, processes)
         env = {**os.environ, "CELERY_BROKER_URL": BROKER, "AGENT_QUEUE": self.queue,
-               "DATABASE_POOL_MAX": str(min(threads, 40)), "PYTHONPATH": str(ROOT)}
+               "DATABASE_POOL_MAX": str(pool_max(threads)), "PYTHONPATH": str(ROOT)}
         self.log = open(ROOT / "var" / "bench-worker.log", "ab")
         self.procs = [
             subprocess.Popen(
@@ -410,7 +419,7 @@ def workers(concurrency: int, processes: int, app: str = "supportagent"):
 
 def need_connections(concurrency: int, processes: int) -> None:
     """Stop with a clear message when PostgreSQL cannot take one side's workers and the benchmark itself."""
-    wanted = processes * min(max(concurrency // processes, 1), 40) + 8
+    wanted = processes * pool_max(threads_per_process(concurrency, processes)) + 8
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int,"

@@ -21,6 +21,7 @@ from django.db import transaction
 
 from agentrun.budgets import Budget
 from agentrun.loop import run_advance
+from agentrun.models import ModelRequest
 from agentrun.selectors import run_report
 from agentrun.services import run_start
 from tickets.models import Ticket
@@ -210,6 +211,14 @@ def run_investigation(ticket: Ticket, model: str, **budget: Any) -> dict[str, An
     run = run_start(ticket=ticket, model_name=model, budget=Budget.from_mapping({**BUDGET, **budget}))
     run_advance(run.pk)
     return run_report(run_id=run.pk)
+
+
+def assert_first_reply_not_used(report: dict[str, Any], reason: str, charged_tokens: int) -> None:
+    """A run whose first reply was malformed output for `reason` (still charged), then a lookup and a draft."""
+    assert report["status"] == "COMPLETED"
+    assert (report["model_requests"], report["tool_attempts"], report["validation_errors"]) == (3, 1, 1)
+    first = ModelRequest.objects.get(run_id=report["run"], seq=1)
+    assert (first.outcome, first.validation_error, first.charged_tokens) == ("malformed", reason, charged_tokens)
 
 
 def dispatched(report: dict[str, Any]) -> list[tuple[Any, ...]]:

@@ -15,13 +15,20 @@ KEYS = {"commits_per_cycle", "statements_per_run", "ms_per_run_median", "floor_m
         "sql_alone_ratio_to_floor", "concurrency_efficiency", "floor_concurrency_efficiency", "rss_growth_ratio"}
 
 
+SERVER = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
+
+
+def bench(*args: str, timeout: float) -> subprocess.CompletedProcess:
+    """bench/loop_bench.py run with `args` on a database of its own."""
+    env = {**os.environ, "DATABASE_URL": f"{SERVER}/supportagent_bench_smoke",
+           "DJANGO_SECRET_KEY": "bench-smoke-" + uuid.uuid4().hex}
+    return subprocess.run([sys.executable, str(ROOT / "bench" / "loop_bench.py"), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
 def test_the_benchmark_prints_its_figures_as_json():
-    database = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/supportagent_bench_smoke"
-    env = {**os.environ, "DATABASE_URL": database, "DJANGO_SECRET_KEY": "bench-smoke-" + uuid.uuid4().hex}
-    args = ["--json", "--runs", "3", "--concurrency-runs", "24", "--concurrency", "4", "--rounds", "1",
-            "--memory-runs", "110"]
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "loop_bench.py"), *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = bench("--json", "--runs", "3", "--concurrency-runs", "24", "--concurrency", "4", "--rounds", "1",
+                 "--memory-runs", "110", timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     assert KEYS <= figures.keys()
@@ -38,15 +45,10 @@ def test_the_benchmark_prints_its_figures_as_json():
 
 
 def test_the_benchmark_refuses_a_concurrency_the_database_cannot_connect():
-    database = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/supportagent_bench_smoke"
-    env = {**os.environ, "DATABASE_URL": database, "DJANGO_SECRET_KEY": "bench-smoke-" + uuid.uuid4().hex}
-    server = database.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(server) as conn:  # a worker process's pool opens at most 40 connections
+    with psycopg.connect(f"{SERVER}/postgres") as conn:  # a worker process's pool opens at most 40 connections
         allowed = conn.execute("SELECT current_setting('max_connections')::int").fetchone()[0]
     workers = allowed // 40 + 1
-    args = ["--json", "--workers", str(workers), "--concurrency", str(40 * workers)]
-    done = subprocess.run([sys.executable, str(ROOT / "bench" / "loop_bench.py"), *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = bench("--json", "--workers", str(workers), "--concurrency", str(40 * workers), timeout=300)
     assert done.returncode == 1 and done.stdout == ""
     assert f"concurrency {40 * workers} on {workers} workers needs about" in done.stderr
     assert "max_connections" in done.stderr

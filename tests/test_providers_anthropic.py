@@ -17,8 +17,8 @@ from agentrun.adapters.base import ModelError
 from agentrun.context import OMITTED, SYSTEM_TEXT, Context
 from agentrun.models import ModelRequest, Run
 from tests.fakeprovider import (
-    ANTHROPIC, OFFERED, RESERVED_COST, RESERVED_TOKENS, FakeProvider, add_long_evidence, cost, dispatched,
-    input_bytes, run_investigation,
+    ANTHROPIC, OFFERED, RESERVED_COST, RESERVED_TOKENS, FakeProvider, add_long_evidence, assert_first_reply_not_used,
+    cost, dispatched, input_bytes, run_investigation,
 )
 
 KEY = "sk-ant-test-0123456789abcdef"
@@ -141,10 +141,7 @@ def test_a_reply_the_api_stopped_early_is_not_used_whatever_it_holds(fake, ticke
 
     report = investigate(ticket_t1001)
 
-    assert report["status"] == "COMPLETED"
-    assert (report["model_requests"], report["tool_attempts"], report["validation_errors"]) == (3, 1, 1)
-    first = ModelRequest.objects.get(run_id=report["run"], seq=1)
-    assert (first.outcome, first.validation_error, first.charged_tokens) == ("malformed", reason, 1100)
+    assert_first_reply_not_used(report, reason, charged_tokens=1100)
     assert f"Your last reply was not used: {reason}" in fake.received[1].body["messages"][0]["content"]
 
 

@@ -21,8 +21,8 @@ from agentrun.models import ModelRequest, Run
 from agentrun.selectors import run_report
 from agentrun.services import run_start
 from tests.fakeprovider import (
-    BUDGET, OFFERED, OPENAI, RESERVED_COST, RESERVED_TOKENS, FakeProvider, add_long_evidence, cost, dispatched,
-    input_bytes, run_investigation,
+    BUDGET, OFFERED, OPENAI, RESERVED_COST, RESERVED_TOKENS, FakeProvider, add_long_evidence, assert_first_reply_not_used,
+    cost, dispatched, input_bytes, run_investigation,
 )
 
 KEY = "sk-test-openai-0123456789abcdef"
@@ -198,10 +198,7 @@ def test_a_reply_the_endpoint_stopped_early_is_not_used_whatever_it_holds(fake, 
 
     report = investigate(ticket_t1001)
 
-    assert report["status"] == "COMPLETED"
-    assert (report["model_requests"], report["tool_attempts"], report["validation_errors"]) == (3, 1, 1)
-    first = ModelRequest.objects.get(run_id=report["run"], seq=1)
-    assert (first.outcome, first.validation_error, first.charged_tokens) == ("malformed", reason, 1100)
+    assert_first_reply_not_used(report, reason, charged_tokens=1100)
     assert f"Your last reply was not used: {reason}" in fake.received[1].body["messages"][1]["content"]
 
 
