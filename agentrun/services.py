@@ -4,12 +4,14 @@ The steps of a running run (and every counter write) are in agentrun.steps.
 """
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from supportagent.rows import row_insert
 from tickets.models import CustomerSession, Ticket
@@ -21,6 +23,7 @@ from .statuses import Detail, Status, Stop
 from .steps import run_end, run_lock
 from .tools import TOOLS
 
+log = logging.getLogger("agentrun")
 
 class RunError(Exception):
     """A request about a run that cannot be carried out; `code` says why."""
@@ -90,13 +93,22 @@ def enqueue_advance(run_id: int) -> None:
     The task's hard time limit is derived from the run's deadline: the outside
     stop for code that ignores cooperative cancellation, on pools that enforce
     it (prefork, gevent). On any pool the watchdog ends the run at its deadline.
+
+    When the broker cannot be reached the run stays as committed (queued, or
+    granted and waiting) and the error is logged: the caller is not failed for
+    a run that exists, and the watchdog enqueues it again once the broker
+    answers (after AGENT_QUEUED_GRACE_SECONDS).
     """
     from .tasks import advance_run
 
     def send() -> None:
         run = Run.objects.only("deadline_at").get(pk=run_id)
         limit = max(run.time_left(), 0) + settings.AGENT_LEASE_MARGIN_SECONDS
-        advance_run.apply_async((run_id,), time_limit=limit)
+        try:
+            advance_run.apply_async((run_id,), time_limit=limit)
+        except BrokerUnavailable as exc:
+            log.error("run %s is saved but could not be enqueued, the broker did not answer (%s); the watchdog"
+                      " enqueues it again once it does", run_id, exc)
 
     transaction.on_commit(send)
 

@@ -511,15 +511,18 @@ def _expire_approvals(run: Run) -> None:
 
 
 def run_requeue(*, run_id: int, grace_seconds: float) -> bool:
-    """Release the lease of a run whose worker stopped renewing it. True if it should be enqueued again.
+    """Release the lease of a run whose worker stopped renewing it, or that no worker took up
+    (queued, or granted and still waiting). True if it should be enqueued again.
 
     The run stays claimable by anyone; it is not requeued again for `grace_seconds`.
     """
     with transaction.atomic():
         run = Run.objects.select_for_update(skip_locked=True).filter(pk=run_id).first()
         now = timezone.now()
-        if run is None or run.status not in (Status.RUNNING, Status.QUEUED):
+        if run is None or run.status not in (Status.RUNNING, Status.QUEUED, Status.WAITING_APPROVAL):
             return False
+        if run.status == Status.WAITING_APPROVAL and not run.approvals.filter(state=Approval.State.GRANTED).exists():
+            return False  # still waiting for its answer: nothing for a worker to do
         if run.lease_expires_at and run.lease_expires_at > now:
             return False
         run.lease_owner, run.lease_expires_at = "", now + timedelta(seconds=grace_seconds)

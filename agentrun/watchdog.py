@@ -2,8 +2,10 @@
 
 One pass (a) ends every active run past its deadline with DEADLINE, whatever
 its worker is doing, and (b) hands runs whose lease expired (their worker
-died) back to the queue. Celery beat runs a pass every AGENT_WATCHDOG_INTERVAL
-seconds; `manage.py watchdog --once` runs one.
+died), and runs that no worker took up (their task was lost, or never sent
+because the broker was down when they were queued or granted), back to the
+queue. Celery beat runs a pass every AGENT_WATCHDOG_INTERVAL seconds;
+`manage.py watchdog --once` runs one.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from .models import Run
+from .models import Approval, Run
 from .services import enqueue_advance
 from .statuses import ACTIVE, Status
 from .steps import run_expire, run_requeue
@@ -30,13 +32,15 @@ def watchdog_pass() -> WatchdogPass:
     now = timezone.now()
     overdue = Run.objects.filter(status__in=ACTIVE, deadline_at__lte=now).values_list("pk", flat=True)
     expired = [run_id for run_id in overdue if run_expire(run_id=run_id)]
-    stale_queued = now - timedelta(seconds=settings.AGENT_QUEUED_GRACE_SECONDS)
+    stale = now - timedelta(seconds=settings.AGENT_QUEUED_GRACE_SECONDS)
+    unclaimed = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
     orphaned = Run.objects.filter(
         Q(status=Status.RUNNING, lease_expires_at__lt=now)
-        | Q(status=Status.QUEUED, created_at__lt=stale_queued)
-        & (Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)),
+        | (Q(status=Status.QUEUED, created_at__lt=stale) & unclaimed)
+        | (Q(status=Status.WAITING_APPROVAL, approvals__state=Approval.State.GRANTED,
+             approvals__decided_at__lt=stale) & unclaimed),
         deadline_at__gt=now,
-    ).values_list("pk", flat=True)
+    ).values_list("pk", flat=True).distinct()
     requeued = []
     for run_id in orphaned:
         if run_requeue(run_id=run_id, grace_seconds=settings.AGENT_QUEUED_GRACE_SECONDS):

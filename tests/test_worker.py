@@ -5,18 +5,20 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
 
-from agentrun.models import Observation, ReviewPacket, Run, ToolAttempt
+from agentrun.models import Approval, Observation, ReviewPacket, Run, ToolAttempt
 from agentrun.probe import probe_read
 from agentrun.scenarios import Scenario, create_scenario_run
-from agentrun.services import enqueue_advance, investigation_start
+from agentrun.services import approval_answer, enqueue_advance, investigation_start
 from agentrun.statuses import TERMINAL, Status
 from agentrun.tasks import advance_run
+from agentrun.watchdog import watchdog_pass
 from supportagent.celery import app as celery_app
-from tests.workers import ROOT, Cluster, publishing_to, wait_for
+from tests.workers import ROOT, Cluster, broker_down, publishing_to, wait_for
 from tickets.models import Ticket
 
 J42 = {"call": {"tool": "read_job_status", "args": {"job_id": "J-42"}}}
@@ -178,3 +180,42 @@ def test_two_hundred_runs_on_two_workers_all_end_with_a_packet_within_budget(clu
         assert run.model_requests <= budget.max_model_requests
         assert run.tool_attempts <= budget.max_tool_attempts
         assert run.tokens_reserved == 0 and run.tokens_used <= budget.max_total_tokens
+
+
+def test_a_run_started_while_the_broker_is_down_is_kept_and_handed_to_a_worker_once_it_is_back(
+        cluster, settings, caplog):
+    settings.AGENT_QUEUED_GRACE_SECONDS = 0.5
+    ticket = Ticket.objects.get(ref="T-1001")
+    with broker_down(celery_app):
+        run = investigation_start(ticket=ticket)  # the caller is not failed for a run that exists
+
+    assert Run.objects.get(pk=run.pk).status == Status.QUEUED
+    assert f"run {run.pk} is saved but could not be enqueued" in caplog.text
+    cluster.worker()
+    wait_for(lambda: run.pk in watchdog_pass().requeued, 10, "the watchdog to enqueue the run again", every=0.2)
+    done = wait_for(lambda: terminal(run.pk), 60, "the worker to finish the run")
+    assert done.status == Status.COMPLETED
+    assert (done.model_requests, done.tool_attempts) == (3, 2)
+
+
+def test_a_grant_the_broker_missed_is_handed_to_a_worker_and_a_pending_approval_is_left_alone(
+        cluster, settings, caplog):
+    settings.AGENT_QUEUED_GRACE_SECONDS = 0.5
+    cluster.worker()
+    run = scenario_run([J42, DRAFT], require_approval=["read_job_status"], budget={"deadline_seconds": 60})
+    enqueue_advance(run.pk)
+    wait_for(lambda: Run.objects.filter(pk=run.pk, status=Status.WAITING_APPROVAL).exists(), 30,
+             "the run to wait for its approval")
+    time.sleep(0.6)  # past the grace
+    assert run.pk not in watchdog_pass().requeued  # no answer yet: nothing for a worker to do
+
+    with broker_down(celery_app):
+        approval_answer(run_id=run.pk, grant=True, decided_by="supervisor")
+
+    assert f"run {run.pk} is saved but could not be enqueued" in caplog.text
+    assert Run.objects.get(pk=run.pk).status == Status.WAITING_APPROVAL
+    wait_for(lambda: run.pk in watchdog_pass().requeued, 10, "the watchdog to enqueue the granted run", every=0.2)
+    done = wait_for(lambda: terminal(run.pk), 30, "the worker to finish the run")
+    assert done.status == Status.COMPLETED
+    assert [(a.tool, a.outcome) for a in done.attempts.order_by("seq")] == [("read_job_status", "ok")]
+    assert Approval.objects.get(run=run).state == Approval.State.USED

@@ -100,6 +100,19 @@ def publishing_to(app, queue: str) -> Iterator[None]:
         _forget_connections(app)
 
 
+@contextmanager
+def broker_down(app) -> Iterator[None]:
+    """This process publishes to a broker address where nothing listens (a refused connection)."""
+    saved = app.conf.broker_url
+    app.conf.broker_url = "redis://127.0.0.1:1/0"
+    _forget_connections(app)
+    try:
+        yield
+    finally:
+        app.conf.broker_url = saved
+        _forget_connections(app)
+
+
 def _forget_connections(app) -> None:
     # Celery builds its connection pool, queues and router from the configuration on first
     # use and keeps them; drop them so the next publish reads the configuration again.
