@@ -25,6 +25,7 @@ from .tools import TOOLS
 
 log = logging.getLogger("agentrun")
 
+
 class RunError(Exception):
     """A request about a run that cannot be carried out; `code` says why."""
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from .models import Approval, Run
@@ -34,13 +34,14 @@ def watchdog_pass() -> WatchdogPass:
     expired = [run_id for run_id in overdue if run_expire(run_id=run_id)]
     stale = now - timedelta(seconds=settings.AGENT_QUEUED_GRACE_SECONDS)
     unclaimed = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
+    granted_untaken = Approval.objects.filter(run=OuterRef("pk"), state=Approval.State.GRANTED, decided_at__lt=stale)
     orphaned = Run.objects.filter(
         Q(status=Status.RUNNING, lease_expires_at__lt=now)
         | (Q(status=Status.QUEUED, created_at__lt=stale) & unclaimed)
-        | (Q(status=Status.WAITING_APPROVAL, approvals__state=Approval.State.GRANTED,
-             approvals__decided_at__lt=stale) & unclaimed),
+        | (Q(status=Status.WAITING_APPROVAL) & Exists(granted_untaken) & unclaimed),
+        status__in=[Status.RUNNING, Status.QUEUED, Status.WAITING_APPROVAL],  # the (status, deadline_at) index
         deadline_at__gt=now,
-    ).values_list("pk", flat=True).distinct()
+    ).values_list("pk", flat=True)
     requeued = []
     for run_id in orphaned:
         if run_requeue(run_id=run_id, grace_seconds=settings.AGENT_QUEUED_GRACE_SECONDS):
