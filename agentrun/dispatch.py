@@ -4,6 +4,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from django.db import InterfaceError, OperationalError
+
 from tickets.selectors import SessionScope
 
 from .probe import probe_count
@@ -30,7 +32,11 @@ class Dispatcher:
                 raise ToolError("transient read failure (injected)", transient=True)
             if fault.get("fail"):
                 raise ToolError("read failure (injected)", transient=False)
-        return self.tools[tool].backend(scope, args)
+        try:
+            return self.tools[tool].backend(scope, args)
+        except (OperationalError, InterfaceError) as exc:  # our own database, not the lookup, failed
+            raise ToolError(f"the database did not answer the lookup ({type(exc).__name__})",
+                            transient=True) from exc
 
 
 def dispatcher_for_run(run) -> Dispatcher:

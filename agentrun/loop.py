@@ -6,16 +6,21 @@ Every transition is a short transaction in agentrun.steps; the slow part
 (the model request or the tool dispatch) runs between them, outside any
 transaction, and waits at most min(operation timeout, time left). The worker
 drives the run under a lease; if it loses it (it was too slow, the watchdog
-ended the run), its next write is refused and it stops.
+ended the run), its next write is refused and it stops. A step or read whose
+database connection was lost is tried again on a new one (on_fresh_connection).
 """
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
 import uuid
+from collections.abc import Callable
+from typing import TypeVar
 
-from django.db import connection, transaction
+import psycopg
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from supportagent.rows import row_get
@@ -29,6 +34,13 @@ from .selectors import run_context
 from .operations import DispatchOp, ModelOp, Operation, OpResult
 from .steps import run_begin, run_record
 from .waiting import TimedOut, call_with_timeout
+
+
+log = logging.getLogger("agentrun")
+T = TypeVar("T")
+# A step (or a read) whose database connection was lost (a restart, a failover, a dropped
+# session) is tried again on a fresh connection, at most this many times in all.
+CONNECTION_TRIES = 3
 
 
 def release_connection() -> None:
@@ -47,7 +59,7 @@ def run_advance(run_id: int, *, adapter: ModelAdapter | None = None, dispatcher:
     if transaction.get_connection().in_atomic_block:
         raise RuntimeError("run_advance commits each step; call it outside any transaction")
     owner = worker_identity()
-    step = run_begin(run_id=run_id, owner=owner)
+    step = on_fresh_connection(lambda retry: run_begin(run_id=run_id, owner=owner))
     run = step.run  # with its ticket and session, as the operations see them
     if step.op is not None:
         adapter = adapter or adapter_for_run(run)
@@ -55,17 +67,59 @@ def run_advance(run_id: int, *, adapter: ModelAdapter | None = None, dispatcher:
         budget = run.get_budget()
     while step.op is not None:
         result = _execute(step.op, run, budget, adapter, dispatcher)
-        step = run_record(run_id=run_id, owner=owner, version=step.version, op=step.op, result=result,
-                          tally=step.tally, run=step.run)
+        done = step
+        # Tried again, the step reads the run whole: the failed try changed the objects it was handed.
+        step = on_fresh_connection(lambda retry: run_record(
+            run_id=run_id, owner=owner, version=done.version, op=done.op, result=result,
+            tally=None if retry else done.tally, run=None if retry else done.run))
+        run = step.run or run  # the same object, unless a retry read it anew
     if step.run is not None:  # as the last step wrote it
         return step.run
     return row_get(Run, run_id)
 
 
+def on_fresh_connection(call: Callable[[bool], T]) -> T:
+    """`call(retry)`, called again on a fresh connection when the one it used was lost.
+
+    Safe for a step: the server rolls back a transaction whose connection
+    is gone, and when the commit did land before the answer was lost, the
+    retry finds the run at a newer version and is refused like any stale
+    write (the worker stops; the watchdog hands the run on once the lease runs out).
+    """
+    for tries_left in range(CONNECTION_TRIES - 1, -1, -1):
+        try:
+            return call(tries_left < CONNECTION_TRIES - 1)
+        except (OperationalError, InterfaceError) as error:
+            if tries_left == 0 or not _connection_lost(error):
+                raise
+            log.warning("the database connection was lost; the step or read is tried again on a new one")
+            connection.close()
+    raise AssertionError("unreachable")
+
+
+def _connection_lost(error: BaseException) -> bool:
+    """Whether `error` says the connection itself was lost (not a statement that failed).
+
+    psycopg says so with a client-side error (no SQLSTATE), a connection exception
+    (class 08) or the server's shutdown codes (57P01-57P03: a terminated session, a
+    crash, a server starting up). Django wraps it, and its own clean-up may already
+    have opened a new connection, so the error is what tells."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, psycopg.InterfaceError):
+            return True
+        if isinstance(seen, psycopg.OperationalError) and not isinstance(seen, psycopg.errors.PipelineAborted):
+            state = seen.sqlstate
+            if state is None or state.startswith("08") or state in ("57P01", "57P02", "57P03"):
+                return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _execute(op: Operation, run: Run, budget: Budget, adapter: ModelAdapter, dispatcher: Dispatcher) -> OpResult:
     if isinstance(op, ModelOp):
-        context = run_context(run=run, budget=budget, shown_allowances=op.allowances,
-                              reserve_bytes=adapter.input_overhead_bytes())
+        context = on_fresh_connection(lambda retry: run_context(
+            run=run, budget=budget, shown_allowances=op.allowances, reserve_bytes=adapter.input_overhead_bytes()))
         release_connection()
         wait, by_deadline = budget.wait_seconds(run.time_left())
         spec = ModelRequestSpec(context, budget.max_output_tokens, wait, op.index)

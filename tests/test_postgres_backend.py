@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
+import django.db as django_db
 from django.db import IntegrityError, ProgrammingError, connection, connections, transaction
 
 from supportagent.rows import column, execute_later, table, writes_together
@@ -172,3 +173,74 @@ def test_a_transaction_after_the_connection_went_back_to_the_pool(other):
         with writes_together():
             _rename_later(Account.objects.get(code="before-pool"), "after-pool")
     assert other.execute(f"SELECT name FROM {table(Account)} WHERE code = %s", ["before-pool"]).fetchone()[0] == "after-pool"
+
+
+# --- a lost connection: agentrun.loop.on_fresh_connection -----------------------------
+
+
+def _try_counting(body):
+    """on_fresh_connection over `body(retry)` in a transaction; the tries it made (and its error, if any)."""
+    from agentrun.loop import on_fresh_connection
+
+    tries = []
+
+    def call(retry):
+        tries.append(retry)
+        with transaction.atomic():
+            body(retry)
+
+    try:
+        on_fresh_connection(call)
+    except Exception as error:  # the test reads which error ended the tries
+        return tries, error
+    return tries, None
+
+
+def _backend_pid() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def test_a_transaction_whose_session_is_terminated_is_tried_again_on_a_new_connection(other):
+    pids = []
+
+    def body(retry):
+        pids.append(_backend_pid())
+        if not retry:  # what a restart or a failover does
+            other.execute("SELECT pg_terminate_backend(%s)", [pids[-1]])
+        Account.objects.create(code=f"LOST{len(pids)}", name="x")
+
+    tries, error = _try_counting(body)
+
+    assert (tries, error) == ([False, True], None)
+    assert pids[0] != pids[1]
+    assert not _visible(other, "LOST1") and _visible(other, "LOST2")
+
+
+def test_a_failing_statement_or_a_statement_timeout_is_not_tried_again(other):
+    def duplicate(retry):
+        Account.objects.create(code="TWICE", name="x")
+        Account.objects.create(code="TWICE", name="x")
+
+    def too_slow(retry):
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL statement_timeout = 50")
+            cursor.execute("SELECT pg_sleep(1)")
+
+    tries, error = _try_counting(duplicate)
+    assert tries == [False] and isinstance(error, IntegrityError)
+    tries, error = _try_counting(too_slow)
+    assert tries == [False] and isinstance(error.__cause__, psycopg.errors.QueryCanceled)
+
+
+def test_a_connection_that_stays_lost_stops_after_three_tries(other):
+    def body(retry):
+        other.execute("SELECT pg_terminate_backend(%s)", [_backend_pid()])
+        Account.objects.create(code="NEVER", name="x")
+
+    tries, error = _try_counting(body)
+
+    assert tries == [False, True, True]
+    assert isinstance(error, django_db.OperationalError)
+    assert not _visible(other, "NEVER")

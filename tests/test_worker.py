@@ -9,6 +9,7 @@ import time
 import uuid
 
 import pytest
+from django.db import connection
 
 from agentrun.models import Approval, Observation, ReviewPacket, Run, ToolAttempt
 from agentrun.probe import probe_read
@@ -219,3 +220,24 @@ def test_a_grant_the_broker_missed_is_handed_to_a_worker_and_a_pending_approval_
     assert done.status == Status.COMPLETED
     assert [(a.tool, a.outcome) for a in done.attempts.order_by("seq")] == [("read_job_status", "ok")]
     assert Approval.objects.get(run=run).state == Approval.State.USED
+
+
+def test_a_run_whose_worker_loses_its_database_connections_mid_run_goes_on_without_losing_a_result(cluster):
+    cluster.worker()
+    run = scenario_run([J42, DOCS, DRAFT], budget={"operation_timeout_seconds": 5, "deadline_seconds": 60},
+                       faults={"read_job_status": [{"delay_seconds": 1.5}]})
+    enqueue_advance(run.pk)
+    wait_for(lambda: ToolAttempt.objects.filter(run=run, outcome="pending").exists(), 30, "the slow dispatch")
+    with connection.cursor() as cursor:  # what a restart or a failover does to the workers' sessions
+        cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s",
+                       [cluster.queue])
+        assert cursor.fetchone()[0] >= 1
+
+    done = wait_for(lambda: terminal(run.pk), 20, "the worker to finish the run")  # no watchdog: the worker goes on
+
+    attempts = list(done.attempts.order_by("seq").values_list("tool", "outcome"))
+    assert done.status == Status.COMPLETED
+    assert attempts[-2:] == [("read_job_status", "ok"), ("search_docs", "ok")]
+    assert set(attempts[:-2]) <= {("read_job_status", "transient_error")}  # a lookup that met a dropped connection
+    assert (done.model_requests, done.tool_attempts) == (3, len(attempts))
+    assert done.packet.evidence_refs == ["E1"]

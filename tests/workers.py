@@ -39,6 +39,7 @@ class Cluster:
             "CELERY_BROKER_URL": BROKER_URL,
             "AGENT_QUEUE": self.queue,
             "DJANGO_SETTINGS_MODULE": "supportagent.settings",
+            "PGAPPNAME": self.queue,  # libpq names the workers' database sessions after the queue
             **env,
         }
         self.procs: list[subprocess.Popen] = []
