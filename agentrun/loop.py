@@ -71,7 +71,9 @@ def run_advance(run_id: int, *, adapter: ModelAdapter | None = None, dispatcher:
         # Tried again, the step reads the run whole: the failed try changed the objects it was handed.
         step = on_fresh_connection(lambda retry: run_record(
             run_id=run_id, owner=owner, version=done.version, op=done.op, result=result,
-            tally=None if retry else done.tally, run=None if retry else done.run))
+            tally=None if retry else done.tally, run=None if retry else done.run, retry=retry))
+        if step.landed:  # the step committed, its answer was lost: resume from what it wrote
+            step = on_fresh_connection(lambda retry: run_begin(run_id=run_id, owner=owner))
         run = step.run or run  # the same object, unless a retry read it anew
     if step.run is not None:  # as the last step wrote it
         return step.run
@@ -83,8 +85,8 @@ def on_fresh_connection(call: Callable[[bool], T]) -> T:
 
     Safe for a step: the server rolls back a transaction whose connection
     is gone, and when the commit did land before the answer was lost, the
-    retry finds the run at a newer version and is refused like any stale
-    write (the worker stops; the watchdog hands the run on once the lease runs out).
+    retry finds the run one version on, still held by this worker, and says
+    so (`Next.landed`); run_advance then resumes the run like a restarted worker.
     """
     for tries_left in range(CONNECTION_TRIES - 1, -1, -1):
         try:

@@ -72,9 +72,13 @@ class Tally:
 @dataclass(frozen=True)
 class Next:
     """What a step leaves the loop: the operation to execute (None: stop driving), the run version, its tally,
-    and the run as the step wrote it (for the next step to take up)."""
+    and the run as the step wrote it (for the next step to take up).
+
+    `landed`: a step tried again found that its first try had committed (the answer was lost with the
+    connection), so the operation it reserved is not known here; the driver resumes the run."""
 
     op: Operation | None
     version: int
     tally: Tally | None = None
     run: Run | None = None
+    landed: bool = False

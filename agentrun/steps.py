@@ -99,7 +99,7 @@ def run_begin(*, run_id: int, owner: str) -> Next:
 
 
 def run_record(*, run_id: int, owner: str, version: int, op: Operation, result: OpResult,
-               tally: Tally | None = None, run: Run | None = None) -> Next:
+               tally: Tally | None = None, run: Run | None = None, retry: bool = False) -> Next:
     """Record what `op` returned, decide, and reserve the next operation (or stop).
 
     Refused, and recorded as a discarded late result, unless `owner` still
@@ -108,6 +108,11 @@ def run_record(*, run_id: int, owner: str, version: int, op: Operation, result: 
     run or adds request and attempt rows, so they are still right whenever the
     write is allowed (the run is locked again and what others may change is
     read; both are read whole when absent).
+
+    `retry`: this step was tried before and its connection was lost. Finding the
+    run one version on, still held by `owner`, means that try committed (only the
+    lease holder writes a run it holds): nothing is discarded, and the result says
+    `landed` so that the driver resumes the run (run_begin settles what that try reserved).
     """
     with transaction.atomic(), writes_together():
         if run is not None and run.pk == run_id:
@@ -115,6 +120,9 @@ def run_record(*, run_id: int, owner: str, version: int, op: Operation, result: 
         else:
             run = run_get_locked(run_id=run_id, tally=tally)
         now = timezone.now()
+        if retry and run.lease_owner == owner and run.version == version + 1 and run.is_active:
+            log.warning("run %s: a step committed before its connection was lost; the run is resumed", run.pk)
+            return Next(None, run.version, landed=True)
         if run.lease_owner != owner or run.version != version or not run.is_active:
             _discard_late_result(run, op, owner)
             return Next(None, run.version)

@@ -4,11 +4,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from agentrun.adapters import ModelResponse, TokenUsage
+from agentrun import loop
 from agentrun.loop import run_advance
-from agentrun.models import ModelRequest, Run
+from agentrun.models import ModelRequest, Observation, Run
 from agentrun.selectors import run_report
 from agentrun.services import run_start
 from agentrun.steps import DispatchOp, ModelOp, OpResult, run_begin, run_record
@@ -56,3 +58,32 @@ def test_a_dispatch_in_flight_at_a_crash_stays_counted_and_is_reported_interrupt
     assert [(d["tool"], d["outcome"]) for d in report["dispatched"]] == [
         ("read_job_status", "interrupted"), ("search_docs", "ok")]
     assert (report["tool_attempts"], report["model_requests"]) == (2, 3)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="ends its own PostgreSQL session")
+def test_a_step_whose_commit_landed_before_its_connection_was_lost_is_kept_and_the_run_goes_on(
+        ticket_t1001, monkeypatch):
+    """The step reserving the first dispatch commits; then the server ends the session, so the
+    loop never hears that it did. Its retry finds the run one version on, still its own: nothing
+    is discarded, and the run resumes at once (the reserved attempt is settled as interrupted)."""
+    run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": [J42, DOCS, DRAFT]})
+    real_record, tries = loop.run_record, []
+
+    def commit_then_lose_the_connection(**step):
+        tries.append(step["retry"])
+        nxt = real_record(**step)
+        if len(tries) == 1:
+            with connection.cursor() as cursor:  # what a failover just after COMMIT does
+                cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        return nxt
+
+    monkeypatch.setattr(loop, "run_record", commit_then_lose_the_connection)
+    run = run_advance(run.pk)
+
+    report = run_report(run_id=run.pk)
+    assert tries[:2] == [False, True]
+    assert report["status"] == "COMPLETED"
+    assert [(d["tool"], d["outcome"]) for d in report["dispatched"]] == [
+        ("read_job_status", "interrupted"), ("search_docs", "ok")]
+    assert (report["tool_attempts"], report["model_requests"]) == (2, 3)
+    assert not Observation.objects.filter(run=run, kind=Observation.DISCARDED).exists()
