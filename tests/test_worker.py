@@ -241,3 +241,28 @@ def test_a_run_whose_worker_loses_its_database_connections_mid_run_goes_on_witho
     assert set(attempts[:-2]) <= {("read_job_status", "transient_error")}  # a lookup that met a dropped connection
     assert (done.model_requests, done.tool_attempts) == (3, len(attempts))
     assert done.packet.evidence_refs == ["E1"]
+
+
+def test_a_worker_told_to_stop_finishes_the_runs_it_drives_and_leaves_new_ones_to_the_next(cluster):
+    """A rolling restart: SIGTERM is Celery's warm shutdown. The run in flight ends normally
+    (no interrupted attempt, nothing for the watchdog), and a run enqueued meanwhile waits in
+    the queue for the worker that replaces it."""
+    old = cluster.worker()
+    cluster.wait_ready(celery_app)
+    busy = scenario_run([J42, DOCS, DRAFT], budget={"operation_timeout_seconds": 10, "deadline_seconds": 60},
+                        faults={"read_job_status": [{"delay_seconds": 6}]})
+    enqueue_advance(busy.pk)
+    wait_for(lambda: ToolAttempt.objects.filter(run=busy, outcome="pending").exists(), 30, "the slow dispatch")
+    os.kill(old.pid, signal.SIGTERM)
+    time.sleep(3)  # a fetch from the broker already waiting when the signal came may still deliver, for ~1 s
+    later = scenario_run([J42, DOCS, DRAFT])
+    enqueue_advance(later.pk)
+
+    assert old.wait(timeout=30) == 0
+    done = Run.objects.get(pk=busy.pk)
+    assert done.status == Status.COMPLETED and done.lease_owner == ""
+    assert list(done.attempts.order_by("seq").values_list("tool", "outcome")) == [
+        ("read_job_status", "ok"), ("search_docs", "ok")]
+    assert Run.objects.get(pk=later.pk).status == Status.QUEUED
+    cluster.worker()
+    assert wait_for(lambda: terminal(later.pk), 30, "the new worker to take the queued run").status == Status.COMPLETED
