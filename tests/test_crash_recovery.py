@@ -7,8 +7,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from agentrun.adapters import ModelResponse, TokenUsage
 from agentrun import loop
+from agentrun.adapters import ModelResponse, TokenUsage
 from agentrun.loop import run_advance
 from agentrun.models import ModelRequest, Observation, Run
 from agentrun.selectors import run_report
