@@ -5,9 +5,12 @@ and tool backends read from their own thread, so they see only committed data.
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import pytest
+from django.db import connections
+from django.db.backends.signals import connection_created
 
 from agentrun.scenarios import Scenario, run_scenario
 from agentrun.waiting import operations_settle
@@ -73,3 +76,26 @@ def settle():
     """
     yield _join_operations
     _join_operations()
+
+
+# --- the test database is dropped at the end -------------------------------------------------
+
+_wrappers: weakref.WeakSet = weakref.WeakSet()
+connection_created.connect(lambda sender, connection, **kwargs: _wrappers.add(connection), weak=False)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup):
+    """The test database; when the session ends, no connection of ours is left on it.
+
+    Playwright's sync API runs the browser tests in greenlets, each with its own
+    context, and Django keeps a connection per context: the one the database was
+    created with stays checked out of the pool in a context nobody returns to,
+    and dropping the database would find it still in use. Connections of other
+    contexts are closed here; the current one Django closes itself.
+    """
+    yield
+    current = set(connections.all(initialized_only=True))
+    for wrapper in list(_wrappers):
+        if wrapper not in current and wrapper.connection is not None:
+            wrapper.connection.close()
