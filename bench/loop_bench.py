@@ -11,15 +11,18 @@ Measures, in one run:
   the floor's, as a ratio; and the same run's psycopg commands replayed alone on
   a plain connection (what the statements cost, without Django, the loop's
   decisions or its threads), as a ratio to the floor too (the three take turns,
-  so all see the machine alike);
+  so all see the machine alike); and the CPU time the loop's process spent on
+  a run (its client side: Django, the decisions, psycopg), one run at a time;
 * 200 runs at concurrency 50 through real Celery workers (one process per core,
   threads sharing the concurrency) with 50 ms latency on every model request and
   dispatch: wall time against the ideal (1 s); and the same for the floor loop
   as a Celery task on workers configured alike (bench/floor_worker.py), the two
   taking turns, as what the machine allows any loop through Celery; for both,
-  the CPU time per run of the workers and of PostgreSQL, how busy the
-  machine's cores were, which says whether the wall time is waiting or work,
-  and the best efficiency that CPU time allows on this machine's cores;
+  the CPU time per run of the workers and of PostgreSQL, the workers' context
+  switches per run, how busy the machine's cores were, which says whether the
+  wall time is waiting or work, and the best efficiency that CPU time allows on
+  this machine's cores (the workers' CPU per run against the client CPU of one
+  run at a time is what driving dozens of runs in the threads of one process adds);
 * a worker's resident memory after 10,000 runs against after 100.
 
 Statements are counted as Django sends them (the floor's as psycopg does); a
@@ -215,15 +218,17 @@ def floor_statements(floor: psycopg.Connection) -> int:
     return sum(1 for kind, _, _ in commands if kind == "execute")
 
 
-def timed(fns, n: int) -> list[list[float]]:
-    """Milliseconds of each of `fns`, called in turn `n` times, so that all see the machine alike."""
-    times = [[] for _ in fns]
+def timed(fns, n: int) -> tuple[list[list[float]], list[list[float]]]:
+    """Milliseconds of each of `fns`, called in turn `n` times, so that all see the machine alike:
+    the wall time of each call, and the CPU time this process (all its threads) spent on it."""
+    times, cpu = [[] for _ in fns], [[] for _ in fns]
     for _ in range(n):
-        for fn, spent in zip(fns, times):
-            began = time.perf_counter()
+        for fn, spent, used in zip(fns, times, cpu):
+            began, began_cpu = time.perf_counter(), time.process_time()
             fn()
             spent.append((time.perf_counter() - began) * 1000)
-    return times
+            used.append((time.process_time() - began_cpu) * 1000)
+    return times, cpu
 
 
 def p95(values: list[float]) -> float:
@@ -289,6 +294,23 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def _context_switches(pid: int) -> int:
+    """Context switches, voluntary and not, of the process's threads so far (0 when it is gone)."""
+    switches = 0
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return 0
+    for task in tasks:
+        try:
+            lines = (task / "status").read_text().splitlines()
+        except OSError:  # the thread ended meanwhile
+            continue
+        switches += sum(int(line.split()[1]) for line in lines
+                        if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")))
+    return switches
+
+
 def _backend_cpu_seconds(pid: int) -> float:
     """CPU time a PostgreSQL process has used so far, to the nanosecond (0 when it is gone).
 
@@ -321,16 +343,20 @@ def _machine_busy_ticks() -> tuple[int, int]:
 @contextmanager
 def cpu_used(workers: "Workers", runs: int, into: dict[str, list[float]]):
     """Appends to `into` the CPU milliseconds per run of the workers and of PostgreSQL during the block,
-    and the share of the machine's CPU time that was busy. (A PostgreSQL process that ends within the
+    the workers' context switches per run (each wait of a thread for I/O, for the GIL or for another
+    thread is at least one), and the share of the machine's CPU time that was busy. (A PostgreSQL process that ends within the
     block is not counted; the pools keep their connections, so none does.)"""
     workers_before = sum(_cpu_seconds(p.pid) for p in workers.procs)
+    switches_before = sum(_context_switches(p.pid) for p in workers.procs)
     db_before = {pid: _backend_cpu_seconds(pid) for pid in _postgres_pids()}
     busy_before, total_before = _machine_busy_ticks()
     yield
     workers_s = sum(_cpu_seconds(p.pid) for p in workers.procs) - workers_before
+    switches = sum(_context_switches(p.pid) for p in workers.procs) - switches_before
     db_s = sum(_backend_cpu_seconds(pid) - db_before.get(pid, 0.0) for pid in _postgres_pids())
     busy, total = _machine_busy_ticks()
     into.setdefault("worker_cpu_ms_per_run", []).append(workers_s * 1000 / runs)
+    into.setdefault("worker_context_switches_per_run", []).append(switches / runs)
     into.setdefault("db_cpu_ms_per_run", []).append(db_s * 1000 / runs)
     into.setdefault("cpu_busy", []).append((busy - busy_before) / max(total - total_before, 1))
 
@@ -490,7 +516,7 @@ def main() -> int:
         recording = Recording(ticket)
         for _ in range(5):
             recording.replay(alone, start(ticket).pk)
-        ours, base, sql_alone = timed([lambda: run_advance(start(ticket).pk), lambda: floor_run(floor),
+        (ours, base, sql_alone), (ours_cpu, base_cpu, _) = timed([lambda: run_advance(start(ticket).pk), lambda: floor_run(floor),
                                        lambda: recording.replay(alone, start(ticket).pk)], args.runs)
 
     figures = {
@@ -505,6 +531,8 @@ def main() -> int:
         "floor_ms_per_run_median": round(statistics.median(base), 2),
         "floor_ms_per_run_p95": round(p95(base), 2),
         "ratio_to_floor": round(statistics.median(ours) / statistics.median(base), 2),
+        "client_cpu_ms_per_run_median": round(statistics.median(ours_cpu), 2),
+        "floor_client_cpu_ms_per_run_median": round(statistics.median(base_cpu), 2),
         "sql_alone_ms_per_run_median": round(statistics.median(sql_alone), 2),
         "sql_alone_ratio_to_floor": round(statistics.median(sql_alone) / statistics.median(base), 2),
     }

@@ -36,9 +36,11 @@ def test_the_benchmark_prints_its_figures_as_json():
     assert (figures["commits_per_run"], figures["commits_per_cycle"], figures["floor_commits_per_run"]) == (6, 2.0, 6)
     assert figures["floor_statements_per_run"] == 11  # the run's INSERT, then an UPDATE and an INSERT per operation
     assert figures["statements_per_run"] > 0 and figures["ratio_to_floor"] > 1 and figures["sql_alone_ratio_to_floor"] > 0
+    assert figures["client_cpu_ms_per_run_median"] > figures["floor_client_cpu_ms_per_run_median"] > 0
     assert 0 < figures["concurrency_efficiency"] <= 1.1 and 0 < figures["floor_concurrency_efficiency"] <= 1.1
     for side in ("concurrency", "floor_concurrency"):  # the workers and PostgreSQL did work, on busy cores
         assert figures[f"{side}_worker_cpu_ms_per_run"] > 0 and figures[f"{side}_db_cpu_ms_per_run"] > 0
+        assert figures[f"{side}_worker_context_switches_per_run"] > 0
         assert 0 < figures[f"{side}_cpu_busy"] <= 1
         assert 0 < figures[f"{side}_cpu_bound_efficiency"] <= 1
     assert figures["rss_growth_ratio"] > 0
