@@ -47,6 +47,10 @@ class CustomerSession(models.Model):
 
 class Ticket(models.Model):
     ref = models.CharField(max_length=32, unique=True)
+    source = models.CharField(
+        max_length=32, blank=True, default="", help_text="The help desk the ticket came from (e.g. zendesk); blank when made here."
+    )
+    external_id = models.CharField(max_length=64, blank=True, default="", help_text="The ticket's id in its help desk.")
     account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="tickets")
     session = models.ForeignKey(CustomerSession, on_delete=models.PROTECT, related_name="tickets")
     subject = models.CharField(max_length=300)
@@ -55,6 +59,13 @@ class Ticket(models.Model):
     evidence_count = models.PositiveIntegerField(
         default=0, help_text="Highest evidence number given on this ticket; bumped under the ticket's row lock."
     )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "external_id"], condition=~models.Q(external_id=""), name="ticket_external_id_unique"
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.ref
