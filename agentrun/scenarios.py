@@ -94,6 +94,10 @@ class Scenario(BaseModel):
             data = json.loads(text, parse_float=WrittenNumber, parse_constant=_not_a_json_number)
         except ValueError as exc:
             raise ScenarioError(f"invalid scenario: not a JSON document ({exc})") from None
+        where = _nul_at(data, "")
+        if where is not None:
+            raise ScenarioError(f"invalid scenario: {where or 'the document'} contains a NUL character (\\u0000), "
+                                "which the run record cannot keep")
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
@@ -103,6 +107,21 @@ class Scenario(BaseModel):
         """The faults as the run record carries them to the dispatcher (what the file wrote, checked)."""
         return {tool: [f.model_dump(exclude_defaults=True) if f else None for f in entries]
                 for tool, entries in self.faults.items()}
+
+
+def _nul_at(value: Any, path: str) -> str | None:
+    """The path of the first key or string in `value` holding a NUL character, or None."""
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        inner = f"{path}.{key}" if isinstance(key, str) else f"{path}[{key}]"
+        if isinstance(key, str) and "\x00" in key:
+            return inner
+        found = _nul_at(item, inner.lstrip("."))
+        if found is not None:
+            return found
+    return None
 
 
 def _not_a_json_number(name: str) -> float:

@@ -55,7 +55,7 @@ os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/suppor
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportagent.settings")
 # As in production: with DEBUG on, Django keeps a log of every query per connection.
 os.environ.setdefault("DJANGO_DEBUG", "false")
-os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + uuid.uuid4().hex)
+os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + uuid.uuid4().hex + uuid.uuid4().hex)
 BROKER = "redis://127.0.0.1:6379/0"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

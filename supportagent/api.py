@@ -8,6 +8,7 @@ import logging
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse
 from django.urls import re_path, reverse
+from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import SessionAuth
@@ -37,11 +38,23 @@ class Bearer(BearerToken):
 
 
 class Session(SessionAuth):
-    """The admin's own session cookie (with Django's CSRF check on writes)."""
+    """The admin's own session cookie, with Django's CSRF check on writes.
+
+    Only a request that is logged in, and carries no token, is judged by its session: anyone
+    else is unauthenticated (401), not refused a CSRF check they could never pass (403).
+    """
 
     def __call__(self, request):
         _check_size(request)
-        return super().__call__(request)
+        if "authorization" in request.headers or not request.user.is_authenticated:
+            return None
+        try:
+            return super().__call__(request)
+        except HttpError as exc:
+            if exc.status_code == 403:
+                raise Refused("forbidden", "The CSRF check failed: send the X-CSRFToken header with the "
+                              "csrftoken cookie's value, or use an API token.", 403) from exc
+            raise
 
 
 api = NinjaAPI(
@@ -128,6 +141,7 @@ def api_urls():
     return [*patterns, re_path(r"^", api_not_found)], app_name, namespace
 
 
+@csrf_exempt  # it answers every method; a write is refused as 405, never with Django's HTML CSRF page
 def api_index(request, *args, **kwargs):
     """What `/api/` answers: where the documentation is, and the operations (no token needed to read it)."""
     if request.method not in ("GET", "HEAD"):
@@ -145,5 +159,6 @@ def api_index(request, *args, **kwargs):
                                  "or the admin's session", "operations": operations})
 
 
+@csrf_exempt  # no route, nothing to protect: a JSON 404 for every method, not Django's HTML CSRF page
 def api_not_found(request, *args, **kwargs):
     return JsonResponse({"code": "not_found", "message": f"There is no {request.path} in the API."}, status=404)

@@ -54,13 +54,51 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()] if raw else default
 
 
+def env_seconds(name: str, default: int) -> int:
+    """A whole number of seconds, 0 allowed (to switch a feature off)."""
+    raw = env_str(name)
+    try:
+        value = int(raw) if raw else default
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a whole number of seconds, got {raw!r}") from None
+    if value < 0:
+        raise ImproperlyConfigured(f"{name} must be 0 or more, got {raw!r}")
+    return value
+
+
+def strong_secret_key(name: str) -> str:
+    """The secret key from `name`, refused unless it is as strong as Django's deploy check asks
+    (at least 50 characters, at least 5 distinct ones, not one of Django's generated insecure keys)."""
+    key = env_str(name)
+    if not key:
+        raise ImproperlyConfigured(f"{name} must be set when DJANGO_DEBUG is off")
+    if len(key) < 50 or len(set(key)) < 5 or key.startswith("django-insecure-"):
+        raise ImproperlyConfigured(
+            f"{name} is too weak: use at least 50 random characters, e.g. "
+            "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+        )
+    return key
+
+
 DEBUG = env_bool("DJANGO_DEBUG", True)
-SECRET_KEY = env_str("DJANGO_SECRET_KEY")
-if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off")
-    SECRET_KEY = "insecure-development-key-only-for-the-embedded-demo"
+if DEBUG:
+    SECRET_KEY = env_str("DJANGO_SECRET_KEY") or "insecure-development-key-only-for-the-embedded-demo"
+else:
+    SECRET_KEY = strong_secret_key("DJANGO_SECRET_KEY")
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
+
+# HTTPS. With DEBUG off the app expects to be served over HTTPS only: cookies are sent over HTTPS
+# only, plain HTTP is redirected and browsers are told (HSTS) to use HTTPS. Behind a proxy that
+# terminates TLS, DJANGO_SECURE_PROXY_SSL_HEADER=true trusts its X-Forwarded-Proto header (set it
+# only when the proxy always sets that header and strips a client's own).
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", not DEBUG)
+SECURE_HSTS_SECONDS = env_seconds("DJANGO_SECURE_HSTS_SECONDS", 0 if DEBUG else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", not DEBUG)
+if env_bool("DJANGO_SECURE_PROXY_SSL_HEADER", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -21,7 +21,7 @@ SERVER = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
 def bench(*args: str, timeout: float) -> subprocess.CompletedProcess:
     """bench/loop_bench.py run with `args` on a database of its own."""
     env = {**os.environ, "DATABASE_URL": f"{SERVER}/supportagent_bench_smoke",
-           "DJANGO_SECRET_KEY": "bench-smoke-" + uuid.uuid4().hex}
+           "DJANGO_SECRET_KEY": "bench-smoke-" + uuid.uuid4().hex + uuid.uuid4().hex}
     return subprocess.run([sys.executable, str(ROOT / "bench" / "loop_bench.py"), *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 

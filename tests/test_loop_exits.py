@@ -612,3 +612,25 @@ def test_run_scenario_refuses_a_file_that_is_not_json(demo_committed, tmp_path, 
     with pytest.raises(CommandError, match="not a JSON document"):
         call_command("run_scenario", str(path))
     assert not Run.objects.exists()
+
+
+@pytest.mark.parametrize("extra,where", [
+    ({"name": "nul\u0000"}, "name"),
+    ({"ticket": "T-10\u000001"}, "ticket"),
+    ({"model": [{"call": {"tool": "search_docs", "args": {"query": "export\u0000"}}}]}, r"model\[0\]\.call\.args\.query"),
+    ({"model": [{"draft": {"summary": "s\u0000", "evidence": [], "open_questions": []}}]}, r"model\[0\]\.draft\.summary"),
+    ({"model": [{"call": {"tool": "search_docs", "args": {"qu\u0000ery": "x"}}}]}, r"model\[0\]\.call\.args\.qu"),
+    ({"expect": {"status": ["COMPLETED\u0000"]}}, r"expect\.status\[0\]"),
+])
+def test_run_scenario_refuses_a_nul_character_anywhere_with_where_it_is(demo_committed, tmp_path, extra, where):
+    import json
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    path = tmp_path / "nul.json"
+    path.write_text(json.dumps({"name": "nul", "session": "S-ACME-1", "ticket": "T-1001", "model": [DOCS], **extra}))
+    tickets = Ticket.objects.count()
+    with pytest.raises(CommandError, match=f"{where}.* contains a NUL character"):
+        call_command("run_scenario", str(path))
+    assert not Run.objects.exists() and Ticket.objects.count() == tickets

@@ -1,0 +1,92 @@
+"""Production settings: HTTPS switches read from the environment, a weak secret key refused, and
+`check --deploy` clean under the README's production environment."""
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+STRONG_KEY = secrets.token_urlsafe(50)
+SHOWN = ["SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS",
+         "SECURE_HSTS_INCLUDE_SUBDOMAINS", "SECURE_HSTS_PRELOAD", "SECURE_PROXY_SSL_HEADER"]
+
+
+def _environment(**extra: str) -> dict[str, str]:
+    """This process's environment without any Django or database settings of its own, plus `extra`."""
+    kept = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "CELERY_", "AGENT_"))}
+    return {**kept, "DJANGO_SETTINGS_MODULE": "supportagent.settings", **extra}
+
+
+def _manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def _settings(**extra: str) -> dict:
+    code = f"import django, json; django.setup(); from django.conf import settings; " \
+           f"print(json.dumps({{k: getattr(settings, k, None) for k in {SHOWN!r}}}))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_environment(**extra), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def readme_production_environment() -> dict[str, str]:
+    """The variables the README's production section exports, with a real key where it says `...`."""
+    section = (ROOT / "README.md").read_text().split("## Production", 1)[1].split("\n## ", 1)[0]
+    values = {}
+    for line in section.splitlines():
+        match = re.match(r"\s+export (.*?)(\s+#.*)?$", line)
+        if match:
+            values |= dict(pair.split("=", 1) for pair in match.group(1).split())
+    assert {"DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_DEBUG", "DJANGO_SECRET_KEY"} <= values.keys()
+    return {k: (STRONG_KEY if v == "..." else v) for k, v in values.items()}
+
+
+def test_check_deploy_is_clean_under_the_readmes_production_environment():
+    done = _manage("check", "--deploy", "--fail-level", "WARNING", env=_environment(**readme_production_environment()))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no issues" in done.stdout
+
+
+def test_production_turns_on_secure_cookies_hsts_and_the_ssl_redirect():
+    shown = _settings(DJANGO_DEBUG="false", DJANGO_SECRET_KEY=STRONG_KEY)
+    assert shown == {"SESSION_COOKIE_SECURE": True, "CSRF_COOKIE_SECURE": True, "SECURE_SSL_REDIRECT": True,
+                     "SECURE_HSTS_SECONDS": 31_536_000, "SECURE_HSTS_INCLUDE_SUBDOMAINS": True,
+                     "SECURE_HSTS_PRELOAD": True, "SECURE_PROXY_SSL_HEADER": None}
+
+
+def test_each_switch_is_read_from_the_environment():
+    shown = _settings(DJANGO_DEBUG="false", DJANGO_SECRET_KEY=STRONG_KEY, DJANGO_SESSION_COOKIE_SECURE="false",
+                      DJANGO_CSRF_COOKIE_SECURE="false", DJANGO_SECURE_SSL_REDIRECT="false",
+                      DJANGO_SECURE_HSTS_SECONDS="0", DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS="false",
+                      DJANGO_SECURE_HSTS_PRELOAD="false", DJANGO_SECURE_PROXY_SSL_HEADER="true")
+    assert shown == {"SESSION_COOKIE_SECURE": False, "CSRF_COOKIE_SECURE": False, "SECURE_SSL_REDIRECT": False,
+                     "SECURE_HSTS_SECONDS": 0, "SECURE_HSTS_INCLUDE_SUBDOMAINS": False,
+                     "SECURE_HSTS_PRELOAD": False, "SECURE_PROXY_SSL_HEADER": ["HTTP_X_FORWARDED_PROTO", "https"]}
+
+
+def test_development_keeps_plain_http():
+    shown = _settings()
+    assert not shown["SESSION_COOKIE_SECURE"] and not shown["SECURE_SSL_REDIRECT"] and shown["SECURE_HSTS_SECONDS"] == 0
+
+
+@pytest.mark.parametrize("key", ["", "x", "k" * 60, STRONG_KEY[:49], "django-insecure-" + STRONG_KEY])
+def test_production_refuses_to_start_with_a_weak_secret_key(key):
+    done = _manage("check", env=_environment(DJANGO_DEBUG="false", DJANGO_SECRET_KEY=key))
+    assert done.returncode != 0
+    assert "DJANGO_SECRET_KEY" in done.stderr and "ImproperlyConfigured" in done.stderr
+    if len(key) > 20:
+        assert key not in done.stderr  # the key itself is never printed
+
+
+@pytest.mark.parametrize("name, value", [("DJANGO_SECURE_HSTS_SECONDS", "-1"), ("DJANGO_SECURE_HSTS_SECONDS", "year"),
+                                         ("DJANGO_SECURE_SSL_REDIRECT", "maybe")])
+def test_a_bad_switch_stops_the_process_with_its_name(name, value):
+    done = _manage("check", env=_environment(DJANGO_DEBUG="false", DJANGO_SECRET_KEY=STRONG_KEY, **{name: value}))
+    assert done.returncode != 0 and name in done.stderr
