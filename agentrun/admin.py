@@ -28,7 +28,9 @@ from .timeline import budget_bars, evidence_for, packet_of, run_timeline, stop_e
 PERMISSION_BUDGET = "agentrun.change_budget_defaults"
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnly:
+    """Nothing added, changed or deleted: for model admins and inlines that only show."""
+
     def has_add_permission(self, request, obj=None):
         return False
 
@@ -37,6 +39,10 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class ReadOnlyAdmin(ReadOnly, admin.ModelAdmin):
+    pass
 
 
 def _post_only(view):
@@ -267,20 +273,11 @@ class ApprovalAdmin(ReadOnlyAdmin):
         return HttpResponseRedirect(run_url(approval.run_id))
 
 
-class WebhookAttemptInline(admin.TabularInline):
+class WebhookAttemptInline(ReadOnly, admin.TabularInline):
     model = WebhookAttempt
     fields = ("number", "started_at", "outcome", "http_status", "error", "latency_ms")
     readonly_fields = fields
     extra = 0
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(WebhookDelivery)
