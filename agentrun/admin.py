@@ -5,6 +5,8 @@ admin never writes a run, a packet or a review itself.
 """
 from __future__ import annotations
 
+import json
+
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Case, IntegerField, Value, When
@@ -18,7 +20,7 @@ from .auth import token_create
 from .budgets import Budget, BudgetError
 from .config import budget_defaults
 from .dashboard_views import refusal
-from .models import ApiToken, Approval, BudgetDefaults, PacketReview, ReviewPacket, Run
+from .models import ApiToken, Approval, BudgetDefaults, PacketReview, ReviewPacket, Run, WebhookAttempt, WebhookDelivery
 from .staff import Refused, access_packet, access_run, can, do_answer_approval, do_cancel, do_review
 from .timeline import budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
 
@@ -26,7 +28,9 @@ from .timeline import budget_bars, evidence_for, packet_of, run_timeline, stop_e
 PERMISSION_BUDGET = "agentrun.change_budget_defaults"
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnly:
+    """Nothing added, changed or deleted: for model admins and inlines that only show."""
+
     def has_add_permission(self, request, obj=None):
         return False
 
@@ -35,6 +39,10 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class ReadOnlyAdmin(ReadOnly, admin.ModelAdmin):
+    pass
 
 
 def _post_only(view):
@@ -189,6 +197,7 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
         view = self.admin_site.admin_view
         return [
             path("<int:packet_id>/review/", view(_post_only(self.review_view)), name="agentrun_reviewpacket_review"),
+            path("run/<int:run_id>/", view(self.of_run_view), name="agentrun_reviewpacket_of_run"),
             *super().get_urls(),
         ]
 
@@ -211,6 +220,13 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
             "note": request.GET.get("note", ""),
         }
         return TemplateResponse(request, "admin/agentrun/reviewpacket/detail.html", context)
+
+    def of_run_view(self, request, run_id: int):
+        """The packet of a run (the link packet events carry): its page, which checks who may see it."""
+        packet_id = ReviewPacket.objects.filter(run_id=run_id).values_list("pk", flat=True).first()
+        if packet_id is None:
+            return refusal(request, Refused("not_found", f"Run {run_id} has no review packet.", 404))
+        return HttpResponseRedirect(packet_url(packet_id))
 
     def review_view(self, request, packet_id: int):
         decision = {"accept": PacketReview.Decision.ACCEPTED, "reject": PacketReview.Decision.REJECTED}.get(
@@ -255,6 +271,36 @@ class ApprovalAdmin(ReadOnlyAdmin):
         if approval is None:
             return refusal(request, Refused("not_found", "No such approval.", 404))
         return HttpResponseRedirect(run_url(approval.run_id))
+
+
+class WebhookAttemptInline(ReadOnly, admin.TabularInline):
+    model = WebhookAttempt
+    fields = ("number", "started_at", "outcome", "http_status", "error", "latency_ms")
+    readonly_fields = fields
+    extra = 0
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(ReadOnlyAdmin):
+    """Packet events sent to the help desk, with every attempt (read-only)."""
+
+    list_display = ("id", "event_type", "run_link", "status", "attempt_count", "created_at", "next_attempt_at",
+                    "finished_at")
+    list_filter = ("status", "event_type", "created_at")
+    search_fields = ("=event_id", "=run__id")
+    fields = ("event_id", "event_type", "run", "status", "attempt_count", "created_at", "next_attempt_at",
+              "finished_at", "payload_json")
+    readonly_fields = fields
+    inlines = [WebhookAttemptInline]
+    list_per_page = 50
+
+    @admin.display(description="run")
+    def run_link(self, delivery):
+        return format_html('<a href="{}">run {}</a>', run_url(delivery.run_id), delivery.run_id) if delivery.run_id else "—"
+
+    @admin.display(description="payload")
+    def payload_json(self, delivery):
+        return format_html("<pre>{}</pre>", json.dumps(delivery.payload, indent=2, ensure_ascii=False))
 
 
 @admin.register(ApiToken)

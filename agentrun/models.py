@@ -333,3 +333,62 @@ class BudgetDefaults(models.Model):
     def current_overrides(cls) -> dict[str, int | float]:
         row = cls.objects.filter(pk=1).first()
         return row.overrides() if row else {}
+
+
+# --- packet notifications to the help desk -----------------------------------------
+
+
+class WebhookDelivery(models.Model):
+    """One event for the packet webhook: recorded in the transaction that caused it, sent after it
+    commits (agentrun.webhooks). The payload is exactly what is sent; it never changes."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        DELIVERED = "delivered"
+        FAILED = "failed"
+
+    event_id = models.UUIDField(unique=True, help_text="The event's id, sent as its `id`.")
+    event_type = models.CharField(max_length=32)
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+                            db_index=False)
+    payload = models.JSONField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    attempt_count = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(default=timezone.now)
+    next_attempt_at = models.DateTimeField(null=True, blank=True, help_text="When a pending delivery is due.")
+    claimed_until = models.DateTimeField(
+        null=True, blank=True, help_text="A sender holds the delivery until then; nobody else sends it meanwhile."
+    )
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "webhook deliveries"
+        indexes = [models.Index(fields=["status", "next_attempt_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.event_id}"
+
+
+class WebhookAttempt(models.Model):
+    """One try at sending a delivery: its HTTP status, or the error that stood for one."""
+
+    class Outcome(models.TextChoices):
+        DELIVERED = "delivered"
+        RETRY = "retry", "failed, tried again"
+        FAILED = "failed", "failed for good"
+
+    delivery = models.ForeignKey(WebhookDelivery, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveSmallIntegerField()
+    started_at = models.DateTimeField()
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+    latency_ms = models.PositiveIntegerField()
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+
+    class Meta:
+        ordering = ["delivery", "number"]
+        constraints = [models.UniqueConstraint(fields=["delivery", "number"], name="webhook_attempt_number_unique")]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of {self.delivery_id}"

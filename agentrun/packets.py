@@ -10,6 +10,7 @@ from tickets.models import Evidence
 from .decisions import Draft
 from .models import ReviewPacket, Run, ToolAttempt
 from .statuses import Stop
+from .webhooks import packet_event_record, webhook_enabled
 
 
 def packet_write(*, run: Run, stop: Stop, draft: Draft | None, now: datetime) -> ReviewPacket:
@@ -17,6 +18,8 @@ def packet_write(*, run: Run, stop: Stop, draft: Draft | None, now: datetime) ->
 
     Evidence: the references the draft cites (each once, in citing order), else
     every reference the run produced or reused, in order of first appearance.
+    With the packet webhook on, its `packet.written` event is recorded with it
+    (held with the step's writes) and sent after the commit.
     """
     packet = ReviewPacket(
         run_id=run.pk,
@@ -31,6 +34,8 @@ def packet_write(*, run: Run, stop: Stop, draft: Draft | None, now: datetime) ->
         created_at=now,
     )
     row_insert_later(packet)
+    if webhook_enabled():
+        packet_event_record(run=run, packet=packet, now=now)
     return packet
 
 

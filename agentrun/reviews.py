@@ -8,7 +8,8 @@ from __future__ import annotations
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from .models import PacketReview, ReviewPacket
+from .models import PacketReview, ReviewPacket, Run
+from .webhooks import packet_event_record, webhook_enabled
 
 MAX_NOTE = 2000
 
@@ -20,7 +21,11 @@ class ReviewError(Exception):
 
 
 def packet_review(*, packet_id: int, reviewer: User, decision: str, note: str = "") -> PacketReview:
-    """Record `reviewer`'s decision on a packet. A rejection needs a note saying why."""
+    """Record `reviewer`'s decision on a packet. A rejection needs a note saying why.
+
+    With the packet webhook on, a `packet.reviewed` event is recorded with the
+    review and sent after the commit.
+    """
     note = (note or "").strip()
     if decision not in PacketReview.Decision.values:
         raise ReviewError("bad_decision", "The decision must be accept or reject.")
@@ -34,4 +39,7 @@ def packet_review(*, packet_id: int, reviewer: User, decision: str, note: str = 
             raise ReviewError("not_found", f"There is no review packet {packet_id}.")
         review = PacketReview.objects.create(packet=packet, reviewer=reviewer, decision=decision, note=note)
         ReviewPacket.objects.filter(pk=packet.pk).update(review_state=decision)
+        if webhook_enabled():
+            run = Run.objects.select_related("ticket").get(pk=packet.run_id)
+            packet_event_record(run=run, packet=packet, review=review, now=review.created_at)
     return review

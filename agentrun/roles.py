@@ -23,6 +23,7 @@ ROLES: dict[str, list[str]] = {
         *_READ, *_OWN_TOKENS, "agentrun.start_investigation", "agentrun.review_packet",
         "agentrun.view_dashboard", "agentrun.answer_approval", "agentrun.cancel_run",
         "agentrun.change_budget_defaults", "tickets.change_job",
+        "agentrun.view_webhookdelivery", "agentrun.view_webhookattempt",
     ],
 }
 

@@ -1,8 +1,10 @@
-"""Celery tasks: thin, idempotent, taking ids. Domain outcomes are statuses, never retries."""
+"""Celery tasks: thin, idempotent, taking ids. Domain outcomes are statuses, never retries
+(a webhook delivery is the exception: trying the receiver again later is its job)."""
 from celery import shared_task
 
 from .loop import run_advance
 from .watchdog import watchdog_pass
+from .webhooks import webhook_deliver
 
 
 @shared_task(name="agentrun.advance_run", ignore_result=True)
@@ -14,3 +16,12 @@ def advance_run(run_id: int) -> None:
 @shared_task(name="agentrun.watchdog", ignore_result=True)
 def watchdog() -> None:
     watchdog_pass()
+
+
+@shared_task(bind=True, name="agentrun.deliver_webhook", ignore_result=True, max_retries=None)
+def deliver_webhook(self, event_id: str) -> None:
+    """One attempt at a packet event; retried at the backoff until the delivery says it is done
+    (its attempts, counted in the database, bound the retries)."""
+    wait = webhook_deliver(event_id=event_id)
+    if wait is not None:
+        raise self.retry(countdown=wait)

@@ -262,6 +262,39 @@ AGENT_OPENAI_TOOL_CHOICE = env_choice("AGENT_OPENAI_TOOL_CHOICE", ("required", "
 AGENT_LEASE_MARGIN_SECONDS = 5.0
 AGENT_REQUIRE_APPROVAL: list[str] = env_list("AGENT_REQUIRE_APPROVAL", [])
 
+
+def env_url(name: str) -> str:
+    """An absolute http(s) URL, without a trailing slash; empty when unset."""
+    raw = env_str(name)
+    if not raw:
+        return ""
+    scheme, _, rest = raw.partition("://")
+    if scheme.lower() not in ("http", "https") or not rest.split("/", 1)[0]:
+        # The value itself is not repeated: a webhook URL may carry a token.
+        raise ImproperlyConfigured(f"{name} must be an absolute http:// or https:// URL")
+    return raw.rstrip("/")
+
+
+def packet_webhook() -> tuple[str, str, str]:
+    """The packet webhook's URL, its signing secret and the site's base URL for links; all
+    empty when no URL is set. A URL needs the secret and the base URL."""
+    url, secret, site = env_url("AGENT_PACKET_WEBHOOK_URL"), env_str("AGENT_PACKET_WEBHOOK_SECRET"), env_url("AGENT_SITE_URL")
+    if url and not secret:
+        raise ImproperlyConfigured("AGENT_PACKET_WEBHOOK_SECRET must be set when AGENT_PACKET_WEBHOOK_URL is")
+    if url and not site:
+        raise ImproperlyConfigured("AGENT_SITE_URL must be set when AGENT_PACKET_WEBHOOK_URL is: the events link to the admin")
+    return url, secret, site
+
+
+# Packet notifications (agentrun/webhooks.py): a signed event to the help desk when a packet is
+# written or reviewed. Unset URL: nothing is recorded or sent.
+AGENT_PACKET_WEBHOOK_URL, AGENT_PACKET_WEBHOOK_SECRET, AGENT_SITE_URL = packet_webhook()
+AGENT_PACKET_WEBHOOK_TIMEOUT = env_float("AGENT_PACKET_WEBHOOK_TIMEOUT", 5.0)
+AGENT_PACKET_WEBHOOK_ATTEMPTS = env_int("AGENT_PACKET_WEBHOOK_ATTEMPTS", 5)
+# The wait after the first failed attempt; it doubles after each further one, up to the cap.
+AGENT_PACKET_WEBHOOK_BACKOFF_SECONDS = env_float("AGENT_PACKET_WEBHOOK_BACKOFF_SECONDS", 30.0)
+AGENT_PACKET_WEBHOOK_BACKOFF_CAP_SECONDS = env_float("AGENT_PACKET_WEBHOOK_BACKOFF_CAP_SECONDS", 900.0)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
