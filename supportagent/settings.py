@@ -262,6 +262,12 @@ AGENT_OPENAI_TOOL_CHOICE = env_choice("AGENT_OPENAI_TOOL_CHOICE", ("required", "
 AGENT_LEASE_MARGIN_SECONDS = 5.0
 AGENT_REQUIRE_APPROVAL: list[str] = env_list("AGENT_REQUIRE_APPROVAL", [])
 
+# Tickets from a help desk (POST /api/tickets, POST /api/intake/zendesk). A ticket intake creates is
+# investigated at once when this is on. The Zendesk webhook's signing secret: unset, that endpoint
+# accepts nothing.
+AGENT_AUTO_INVESTIGATE = env_bool("AGENT_AUTO_INVESTIGATE", False)
+INTAKE_ZENDESK_SECRET = env_str("INTAKE_ZENDESK_SECRET")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
