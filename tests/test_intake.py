@@ -129,6 +129,11 @@ def test_an_email_of_another_accounts_user_does_not_link(post, demo):
     assert CustomerUser.objects.get(email="hank@globex.example").account.code == "GLOBEX"
 
 
+def test_a_blank_email_is_no_email(post, demo):
+    assert post(session={"ref": "zd-user-904", "verified": False, "email": ""}).status_code == 201
+    assert CustomerSession.objects.get(ref="zd-user-904").user is None
+
+
 def test_a_taken_readable_ref_gets_the_digest_one(post, demo):
     t1001 = Ticket.objects.get(ref="T-1001")
     Ticket.objects.create(ref="ZD-48213", account=t1001.account, session=t1001.session, subject="s", body="b")

@@ -142,7 +142,7 @@ def test_with_no_secret_configured_the_endpoint_refuses_everything(zendesk, sett
     body = _body()
     for headers in (_signed(body), _signed(body, secret=""), {}):
         status, reply = _send(zendesk, body, headers)
-        assert status == 503 and reply["code"] == "intake_not_configured" and "INTAKE_ZENDESK_SECRET" in reply["message"]
+        assert status == 401 and reply["code"] == "intake_not_configured" and "INTAKE_ZENDESK_SECRET" in reply["message"]
     assert not Ticket.objects.filter(source="zendesk").exists()
 
 

@@ -62,7 +62,7 @@ _BODY = {"requestBody": {"required": True,
                          "content": {"application/json": {"schema": {"$ref": "#/components/schemas/TicketIn"}}}}}
 
 
-@router.post("/intake/zendesk", auth=None, response={200: TicketOut, 201: TicketOut, ERRORS: ErrorOut, 503: ErrorOut},
+@router.post("/intake/zendesk", auth=None, response={200: TicketOut, 201: TicketOut, ERRORS: ErrorOut},
              openapi_extra=_BODY)
 def intake_zendesk(request):
     """`POST /api/tickets` for a Zendesk webhook: no token, the request carries Zendesk's signature
@@ -70,7 +70,8 @@ def intake_zendesk(request):
     while INTAKE_ZENDESK_SECRET is unset."""
     secret = settings.INTAKE_ZENDESK_SECRET
     if not secret:
-        raise Refused("intake_not_configured", "Zendesk intake is off: INTAKE_ZENDESK_SECRET is not set.", 503)
+        # Never open: with no secret no request can prove it is Zendesk's (401, like a bad signature).
+        raise Refused("intake_not_configured", "Zendesk intake is off: INTAKE_ZENDESK_SECRET is not set.", 401)
     body_size_check(request)
     refusal = zendesk_refusal(secret=secret, timestamp=request.headers.get(TIMESTAMP_HEADER, ""),
                               signature=request.headers.get(SIGNATURE_HEADER, ""), body=request.body,

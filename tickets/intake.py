@@ -34,7 +34,8 @@ class SessionIn(_Strict):
     @field_validator("email")
     @classmethod
     def _email(cls, value: str | None) -> str | None:
-        if value is None:
+        """Blank is no email (a help desk's placeholder for a requester who has none renders empty)."""
+        if not value:
             return None
         try:
             validate_email(value)
