@@ -95,6 +95,8 @@ class BarOut(Schema):
 
 
 class RunDetailOut(RunOut):
+    subject: str
+    body: str
     pending_call: dict[str, Any] | None
     timeline: list[StepOut]
     evidence: list[EvidenceOut]
@@ -121,6 +123,8 @@ class PacketOut(Schema):
     id: int
     run_id: int
     ticket: str
+    subject: str
+    body: str
     summary: str | None
     evidence: list[EvidenceOut]
     attempts: list[dict[str, Any]]
@@ -190,6 +194,7 @@ def run_out(run: Run) -> dict[str, Any]:
 def run_detail_out(run: Run) -> dict[str, Any]:
     return {
         **run_out(run),
+        "subject": run.subject, "body": run.body,  # the ticket's text as the run was shown it
         "pending_call": run.pending_call,
         "timeline": [s.as_dict() for s in run_timeline(run=run)],
         "evidence": [e.as_dict() for e in evidence_for(ticket_id=run.ticket_id, refs=list(run.evidence_refs))],
@@ -206,7 +211,8 @@ def packet_out(packet: ReviewPacket) -> dict[str, Any]:
     run = packet.run
     reviews = packet.reviews.select_related("reviewer").order_by("created_at", "id")
     return {
-        "id": packet.pk, "run_id": run.pk, "ticket": run.ticket.ref, "summary": packet.summary,
+        "id": packet.pk, "run_id": run.pk, "ticket": run.ticket.ref,
+        "subject": run.subject, "body": run.body, "summary": packet.summary,
         "evidence": [e.as_dict() for e in evidence_for(ticket_id=run.ticket_id, refs=list(packet.evidence_refs))],
         "attempts": packet.attempts, "open_questions": packet.open_questions,
         "stop_reason": packet.stop_reason, "detail": packet.detail or None,

@@ -11,6 +11,10 @@ from .statuses import ACTIVE, Detail, Status
 class Run(models.Model):
     ticket = models.ForeignKey("tickets.Ticket", on_delete=models.PROTECT, related_name="runs")
     session = models.ForeignKey("tickets.CustomerSession", on_delete=models.PROTECT, related_name="runs")
+    # The ticket's text as the run was shown it: a ticket updated later (intake) leaves the run's context
+    # and its packet as they were.
+    subject = models.CharField(max_length=300, blank=True, default="", help_text="The ticket's subject when the run started.")
+    body = models.TextField(blank=True, default="", help_text="The ticket's body when the run started.")
     # Indexed by (status, deadline_at) below, which serves a filter on status alone too; every
     # further index on a run is written again each time a step changes the status.
     status = models.CharField(max_length=24, choices=Status.choices, default=Status.QUEUED)

@@ -1,4 +1,7 @@
-"""The two staff roles and what each may do. `roles_setup` makes the groups match this table."""
+"""The two staff roles, the role of help desk integrations, and what each may do.
+
+`roles_setup` makes the groups match this table.
+"""
 from __future__ import annotations
 
 import secrets
@@ -8,6 +11,7 @@ from django.db import transaction
 
 SUPPORT_STAFF = "Support staff"
 SUPERVISORS = "Supervisors"
+INTEGRATIONS = "Integrations"  # machine clients: a help desk sending tickets and documents, nothing else
 
 _READ = [
     "tickets.view_ticket", "tickets.view_evidence", "tickets.view_account", "tickets.view_customersession",
@@ -25,6 +29,7 @@ ROLES: dict[str, list[str]] = {
         "agentrun.change_budget_defaults", "tickets.change_job",
         "agentrun.view_webhookdelivery", "agentrun.view_webhookattempt",
     ],
+    INTEGRATIONS: ["tickets.add_ticket", "tickets.change_ticket", "tickets.add_document", "tickets.change_document"],
 }
 
 DEMO_USERS = {"staff": SUPPORT_STAFF, "supervisor": SUPERVISORS}
@@ -60,3 +65,21 @@ def demo_users_setup(*, password: str | None = None) -> tuple[str, list[User]]:
         user.groups.set([groups[role]])
         users.append(user)
     return password, users
+
+
+@transaction.atomic
+def integration_user_setup(*, username: str) -> User:
+    """The user `username` in the Integrations group (made when missing: no password, no admin access).
+
+    An existing user is taken only when it is already nothing but an integration:
+    staff, superusers and members of other groups are refused (ValueError).
+    """
+    groups = roles_setup()
+    user, created = User.objects.get_or_create(username=username)
+    if created:
+        user.set_unusable_password()
+        user.save()
+    elif user.is_staff or user.is_superuser or user.groups.exclude(name=INTEGRATIONS).exists():
+        raise ValueError(f"user {username!r} is staff or holds another role; an integration needs a user of its own")
+    user.groups.set([groups[INTEGRATIONS]])
+    return user

@@ -106,13 +106,13 @@ def _locked_sql(lock: bool, *, tally: bool, ticket: bool = False) -> str:
 
 
 def run_context(*, run: Run, budget: Budget, shown_allowances: dict[str, Any], reserve_bytes: int = 0) -> Context:
-    """The ticket, its evidence (each item once), this run's lookups and recent problems, fitted to the cap."""
-    ticket = run.ticket
-    evidence, attempts, notes = _shown(ticket_id=ticket.pk, run_id=run.pk)
+    """The ticket's text as the run started with it, its evidence (each item once), this run's lookups
+    and recent problems, fitted to the cap."""
+    evidence, attempts, notes = _shown(ticket_id=run.ticket_id, run_id=run.pk)
     ctx = Context(
-        ticket_ref=ticket.ref,
-        subject=ticket.subject,
-        body=ticket.body,
+        ticket_ref=run.ticket.ref,
+        subject=run.subject,
+        body=run.body,
         session_verified=run.session.verified,
         evidence=evidence,
         attempts=attempts,

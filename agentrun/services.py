@@ -47,7 +47,10 @@ def run_start(
     require_approval: list[str] | tuple[str, ...] = (),
     resume_from: dict[str, int] | None = None,
 ) -> Run:
-    """Create a run for `ticket`, acting for `session` (default: the ticket's own)."""
+    """Create a run for `ticket`, acting for `session` (default: the ticket's own).
+
+    The run keeps the ticket's subject and body as they are now: its context and packet show that text.
+    """
     session = session or ticket.session
     if session.account_id != ticket.account_id:
         raise RunError("session_mismatch", f"session {session.ref} does not belong to ticket {ticket.ref}'s account")
@@ -63,6 +66,8 @@ def run_start(
     run = Run(
         ticket=ticket,
         session=session,
+        subject=ticket.subject,
+        body=ticket.body,
         model_name=model_name,
         model_script=model_script,
         require_approval=sorted(set(require_approval) | set(settings.AGENT_REQUIRE_APPROVAL)),

@@ -4,6 +4,8 @@ go through here and nowhere else; they never write runs themselves.
 """
 from __future__ import annotations
 
+import logging
+
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
@@ -12,10 +14,11 @@ from tickets.models import Ticket
 from .config import ConfigError
 from .models import PacketReview, ReviewPacket, Run, RunRequest
 from .reviews import ReviewError, packet_review
-from .roles import SUPERVISORS
+from .roles import INTEGRATIONS, SUPERVISORS
 from .services import RunError, approval_answer, investigation_start, run_cancel
 from .selectors import ticket_active_run
 
+log = logging.getLogger("agentrun")
 MAX_IDEMPOTENCY_KEY = 200
 
 
@@ -37,6 +40,8 @@ _WHAT = {
     "agentrun.cancel_run": ("cancel runs", SUPERVISORS),
     "agentrun.answer_approval": ("approve or deny calls", SUPERVISORS),
     "agentrun.view_dashboard": ("see the outcomes dashboard", SUPERVISORS),
+    "tickets.add_ticket": ("create tickets", INTEGRATIONS),
+    "tickets.change_ticket": ("update tickets", INTEGRATIONS),
 }
 
 
@@ -100,9 +105,7 @@ def do_investigate(*, user: User, ticket: Ticket, via: str, idempotency_key: str
     if active is not None:
         raise Refused("run_active", f"Run {active.pk} on {ticket.ref} is still {active.status}; wait for it to end.", 409)
     try:
-        with transaction.atomic():
-            run = investigation_start(ticket=ticket)
-            RunRequest.objects.create(run=run, requested_by=user, via=via, idempotency_key=idempotency_key)
+        run = _start_requested(ticket=ticket, user=user, via=via, idempotency_key=idempotency_key)
     except IntegrityError:  # the same key, sent twice at once: the other request won
         earlier = _run_for_key(user, idempotency_key, ticket) if idempotency_key else None
         if earlier is None:
@@ -111,6 +114,32 @@ def do_investigate(*, user: User, ticket: Ticket, via: str, idempotency_key: str
     except (RunError, ConfigError) as exc:
         raise Refused(getattr(exc, "code", "config_error"), str(exc), 400) from None
     return Run.objects.get(pk=run.pk), True
+
+
+def _start_requested(*, ticket: Ticket, user: User | None, via: str, idempotency_key: str = "") -> Run:
+    """The run, and who asked for it, in one transaction; the run goes to a worker once it commits."""
+    with transaction.atomic():
+        run = investigation_start(ticket=ticket)
+        RunRequest.objects.create(run=run, requested_by=user, via=via, idempotency_key=idempotency_key)
+    return run
+
+
+def investigate_new_ticket(*, ticket_id: int, requested_by: User | None) -> Run | None:
+    """AGENT_AUTO_INVESTIGATE: a ticket intake has just made is investigated as *Investigate* would.
+
+    Called once intake commits, for the integration user (None for a signed
+    webhook), whose role does not include starting investigations: the setting
+    is the operator's decision. A ticket with a run going gets no second one. A
+    run that cannot start leaves the ticket as it is, and says why in the log.
+    """
+    ticket = Ticket.objects.select_related("session").get(pk=ticket_id)
+    if ticket_active_run(ticket=ticket) is not None:
+        return None
+    try:
+        return _start_requested(ticket=ticket, user=requested_by, via="intake")
+    except (RunError, ConfigError) as exc:
+        log.error("ticket %s is saved but its investigation could not start: %s", ticket.ref, exc)
+        return None
 
 
 def _run_for_key(user: User, key: str, ticket: Ticket) -> Run | None:

@@ -16,24 +16,16 @@ from ninja.security import SessionAuth
 from agentrun.api import router as agentrun_router
 from agentrun.auth import BearerToken
 from agentrun.staff import Refused
+from tickets.api import router as tickets_router
+
+from .limits import body_size_check
 
 log = logging.getLogger("agentrun")
-
-MAX_BODY_BYTES = 64 * 1024
-
-
-def _check_size(request) -> None:
-    try:
-        length = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        raise Refused("bad_request", "Content-Length is not a number.", 400) from None
-    if length > MAX_BODY_BYTES:
-        raise Refused("body_too_large", f"The request body is larger than {MAX_BODY_BYTES} bytes.", 413)
 
 
 class Bearer(BearerToken):
     def __call__(self, request):
-        _check_size(request)
+        body_size_check(request)
         return super().__call__(request)
 
 
@@ -45,7 +37,7 @@ class Session(SessionAuth):
     """
 
     def __call__(self, request):
-        _check_size(request)
+        body_size_check(request)
         if "authorization" in request.headers or not request.user.is_authenticated:
             return None
         try:
@@ -59,12 +51,13 @@ class Session(SessionAuth):
 
 api = NinjaAPI(
     title="supportagent",
-    description="Investigations, runs, review packets and approvals for staff scripts. "
+    description="Investigations, runs, review packets and approvals for staff scripts; tickets from help desks. "
     "Send `Authorization: Bearer <token>` (create one with `manage.py create_api_token USER`).",
     urls_namespace="api",
     auth=[Bearer(), Session()],
 )
 api.add_router("/", agentrun_router)
+api.add_router("/", tickets_router)
 
 
 def error(request, status: int, code: str, message: str, **extra):

@@ -294,6 +294,11 @@ AGENT_PACKET_WEBHOOK_ATTEMPTS = env_int("AGENT_PACKET_WEBHOOK_ATTEMPTS", 5)
 # The wait after the first failed attempt; it doubles after each further one, up to the cap.
 AGENT_PACKET_WEBHOOK_BACKOFF_SECONDS = env_float("AGENT_PACKET_WEBHOOK_BACKOFF_SECONDS", 30.0)
 AGENT_PACKET_WEBHOOK_BACKOFF_CAP_SECONDS = env_float("AGENT_PACKET_WEBHOOK_BACKOFF_CAP_SECONDS", 900.0)
+# Tickets from a help desk (POST /api/tickets, POST /api/intake/zendesk). A ticket intake creates is
+# investigated at once when this is on. The Zendesk webhook's signing secret: unset, that endpoint
+# accepts nothing.
+AGENT_AUTO_INVESTIGATE = env_bool("AGENT_AUTO_INVESTIGATE", False)
+INTAKE_ZENDESK_SECRET = env_str("INTAKE_ZENDESK_SECRET")
 
 LOGGING = {
     "version": 1,

@@ -86,7 +86,8 @@ def make_runs(n: int, *, ticket: Ticket | None = None, endings=ENDINGS, created_
     now = created_at or timezone.now()
     budget = Budget().as_dict()
     runs = Run.objects.bulk_create([
-        Run(ticket=ticket, session_id=ticket.session_id, model_name="rules", budget=budget,
+        Run(ticket=ticket, session_id=ticket.session_id, subject=ticket.subject, body=ticket.body,
+            model_name="rules", budget=budget,
             status=endings[i % len(endings)][0], detail=endings[i % len(endings)][1],
             model_requests=2, tool_attempts=1 + i % 3, tokens_used=1000 + i, cost_used_micros=10 * i,
             created_at=now - timedelta(seconds=i), deadline_at=now + timedelta(seconds=45), ended_at=now)

@@ -5,16 +5,16 @@ from django.core.management import call_command
 
 from agentrun.auth import token_user
 from agentrun.models import ApiToken, PacketReview, Run
-from agentrun.roles import ROLES, SUPERVISORS, SUPPORT_STAFF, roles_setup
+from agentrun.roles import INTEGRATIONS, ROLES, SUPERVISORS, SUPPORT_STAFF, roles_setup
 from agentrun.staff import Refused, do_answer_approval, do_cancel, do_investigate, do_review
 from tests.staffkit import *  # noqa: F401,F403
 from tests.staffkit import make_runs
 
 
-def test_setup_roles_creates_exactly_the_two_groups_and_is_idempotent(db):
+def test_setup_roles_creates_exactly_the_three_groups_and_is_idempotent(db):
     call_command("setup_roles")
     call_command("setup_roles")
-    assert set(Group.objects.values_list("name", flat=True)) == {SUPPORT_STAFF, SUPERVISORS}
+    assert set(Group.objects.values_list("name", flat=True)) == {SUPPORT_STAFF, SUPERVISORS, INTEGRATIONS}
     for name, perms in ROLES.items():
         group = Group.objects.get(name=name)
         assert group.permissions.count() == len(set(perms))

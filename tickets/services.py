@@ -2,14 +2,18 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from supportagent.rows import row_find, row_insert, row_update
 
-from .models import Evidence, Ticket
+from .intake import SessionIn, TicketIn, ref_candidates
+from .models import Account, CustomerSession, CustomerUser, Evidence, Ticket
 
 
 def evidence_content_hash(*, tool: str, args_key: str, content: str) -> str:
@@ -47,3 +51,105 @@ def evidence_record(
     )
     row_insert(evidence)
     return evidence
+
+
+# --- tickets from a help desk --------------------------------------------------------
+
+
+class IntakeError(Exception):
+    """An intake request refused, nothing written: a machine `code`, a message, an HTTP status."""
+
+    def __init__(self, code: str, message: str, status: int):
+        super().__init__(message)
+        self.code, self.message, self.status = code, message, status
+
+
+@dataclass(frozen=True)
+class Intake:
+    """What an intake request did: the ticket, whether it was made now, and what it changed."""
+
+    ticket: Ticket
+    created: bool
+    updated: tuple[str, ...]
+
+
+def ticket_intake(*, data: TicketIn, requested_by: User | None = None) -> Intake:
+    """Create the ticket `data` describes, or bring the one with its source and external id up to date.
+
+    One transaction: the customer session (found or made by its ref, in the
+    ticket's account), then the ticket. The same request again writes nothing.
+    A new ticket is investigated once this commits when AGENT_AUTO_INVESTIGATE
+    is on, requested by `requested_by` (none for a signed webhook).
+    """
+    try:
+        return _intake(data, requested_by)
+    except IntegrityError:  # the same ticket or session, sent twice at once: the other one made it
+        return _intake(data, requested_by)
+
+
+@transaction.atomic
+def _intake(data: TicketIn, requested_by: User | None) -> Intake:
+    account = Account.objects.filter(code=data.account).first()
+    if account is None:
+        raise IntakeError("unknown_account", f"There is no account {data.account!r}.", 422)
+    session, updated = _session(data.session, account)
+    ticket = Ticket.objects.select_for_update().filter(source=data.source, external_id=data.external_id).first()
+    if ticket is None:
+        ticket = _ticket_create(data, account, session)
+        if settings.AGENT_AUTO_INVESTIGATE:
+            _investigate_on_commit(ticket, requested_by)
+        return Intake(ticket, True, updated)
+    if ticket.account_id != account.pk:
+        raise IntakeError("account_mismatch", f"Ticket {ticket.ref} belongs to another account.", 409)
+    changed = [name for name, value in (("subject", data.subject), ("body", data.body), ("session", session))
+               if getattr(ticket, name) != value]
+    for name in changed:
+        setattr(ticket, name, session if name == "session" else getattr(data, name))
+    if changed:
+        ticket.save(update_fields=changed)
+    return Intake(ticket, False, (*updated, *changed))
+
+
+def _session(data: SessionIn, account: Account) -> tuple[CustomerSession, tuple[str, ...]]:
+    """The session with `data.ref`, made or brought up to date; refused when it is another account's.
+
+    `verified` follows the help desk. The email links the account's user with
+    that address; a user of another account is never linked (the session is left unlinked).
+    """
+    session = CustomerSession.objects.select_for_update().filter(ref=data.ref).first()
+    if session is not None and session.account_id != account.pk:
+        raise IntakeError("session_mismatch", f"Session {data.ref} belongs to another account.", 409)
+    if session is None:
+        session = CustomerSession.objects.create(ref=data.ref, account=account, verified=data.verified,
+                                                 user=_user(data.email, account))
+        return session, ()
+    wanted = {"verified": data.verified}
+    if data.email is not None:
+        wanted["user"] = _user(data.email, account)
+    changed = [name for name, value in wanted.items() if getattr(session, name) != value]
+    for name in changed:
+        setattr(session, name, wanted[name])
+    if changed:
+        session.save(update_fields=changed)
+    return session, tuple(f"session.{name}" for name in changed)
+
+
+def _user(email: str | None, account: Account) -> CustomerUser | None:
+    if not email:
+        return None
+    return CustomerUser.objects.filter(email__iexact=email, account=account).first()
+
+
+def _ticket_create(data: TicketIn, account: Account, session: CustomerSession) -> Ticket:
+    candidates = ref_candidates(source=data.source, external_id=data.external_id)
+    taken = set(Ticket.objects.filter(ref__in=candidates).values_list("ref", flat=True))
+    ref = next(c for c in candidates if c not in taken)
+    return Ticket.objects.create(ref=ref, source=data.source, external_id=data.external_id, account=account,
+                                 session=session, subject=data.subject, body=data.body)
+
+
+def _investigate_on_commit(ticket: Ticket, requested_by: User | None) -> None:
+    # agentrun builds on tickets; imported here, where it is used, so that neither module imports the other first.
+    from agentrun.staff import investigate_new_ticket
+
+    transaction.on_commit(lambda: investigate_new_ticket(ticket_id=ticket.pk, requested_by=requested_by), robust=True)

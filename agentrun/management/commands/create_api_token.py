@@ -2,6 +2,7 @@ from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError
 
 from agentrun.auth import token_create
+from agentrun.roles import integration_user_setup
 
 
 class Command(BaseCommand):
@@ -10,8 +11,16 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("username")
         parser.add_argument("--name", default="command line", help="a label to recognise the token by")
+        parser.add_argument("--integration", action="store_true",
+                            help="USER is a help desk integration: made when missing, in the Integrations group "
+                                 "(may create and update tickets and documents, nothing else)")
 
-    def handle(self, *args, username: str, name: str, **options):
+    def handle(self, *args, username: str, name: str, integration: bool, **options):
+        if integration:
+            try:
+                integration_user_setup(username=username)
+            except ValueError as exc:
+                raise CommandError(str(exc)) from None
         user = User.objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"no user {username!r}")
