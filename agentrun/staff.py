@@ -7,7 +7,9 @@ from __future__ import annotations
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
-from tickets.models import Ticket
+from tickets.documents import DocumentText
+from tickets.models import Document, Ticket
+from tickets.services import PublishOutcome, document_publish
 
 from .config import ConfigError
 from .models import PacketReview, ReviewPacket, Run, RunRequest
@@ -17,6 +19,7 @@ from .services import RunError, approval_answer, investigation_start, run_cancel
 from .selectors import ticket_active_run
 
 MAX_IDEMPOTENCY_KEY = 200
+INTEGRATIONS = "Integrations"  # the group of the accounts other systems (a CMS, a help desk) use
 
 
 class Refused(Exception):
@@ -37,6 +40,8 @@ _WHAT = {
     "agentrun.cancel_run": ("cancel runs", SUPERVISORS),
     "agentrun.answer_approval": ("approve or deny calls", SUPERVISORS),
     "agentrun.view_dashboard": ("see the outcomes dashboard", SUPERVISORS),
+    "tickets.add_document": ("add documents", INTEGRATIONS),
+    "tickets.change_document": ("publish documents", INTEGRATIONS),
 }
 
 
@@ -149,3 +154,11 @@ def do_review(*, user: User, packet_id: int, decision: str, note: str = "") -> P
     except ReviewError as exc:
         # A review that does not fit (no note for a rejection) is a 422, like any body that does not fit.
         raise Refused(exc.code, str(exc), 404 if exc.code == "not_found" else 422) from None
+
+
+def do_document_publish(*, user: User, code: str, text: DocumentText) -> PublishOutcome:
+    """Publish `text` as document `code` (a new revision only when it differs); a new document also needs add_document."""
+    require(user, "tickets.change_document")
+    if not Document.objects.filter(code=code).exists():
+        require(user, "tickets.add_document")
+    return document_publish(code=code, title=text.title, body=text.body, public=text.public)

@@ -15,6 +15,7 @@ from ninja.security import SessionAuth
 from agentrun.api import router as agentrun_router
 from agentrun.auth import BearerToken
 from agentrun.staff import Refused
+from tickets.api import router as tickets_router
 
 log = logging.getLogger("agentrun")
 
@@ -46,12 +47,13 @@ class Session(SessionAuth):
 
 api = NinjaAPI(
     title="supportagent",
-    description="Investigations, runs, review packets and approvals for staff scripts. "
+    description="Investigations, runs, review packets and approvals for staff scripts; documents for a CMS. "
     "Send `Authorization: Bearer <token>` (create one with `manage.py create_api_token USER`).",
     urls_namespace="api",
     auth=[Bearer(), Session()],
 )
 api.add_router("/", agentrun_router)
+api.add_router("/", tickets_router)
 
 
 def error(request, status: int, code: str, message: str, **extra):
