@@ -143,6 +143,12 @@ def test_a_missing_path_is_refused(kb):
         call_command("import_docs", str(kb / "nowhere"))
 
 
+def test_files_named_one_by_one(kb):
+    out, err, status = import_docs(str(kb / "sso.html"), str(kb / "ignored.pdf"), str(kb / "sso.html"))
+    assert status == 1 and out.strip() == "added 1, revised 0, unchanged 0, pruned 0, failed 1"
+    assert err.startswith(f"{kb / 'ignored.pdf'}: not a document file")
+
+
 # --- importing again --------------------------------------------------------------------
 
 
@@ -298,6 +304,8 @@ def test_titles_and_bodies(name, data, title, body):
 
 @pytest.mark.parametrize("name,data,reason", [
     ("%%.md", "text", "the file name has no letters or digits for a code"),
+    ("a.pdf", "text", "not a document file (the suffixes are .md, .markdown, .html, .htm, .txt)"),
+    ("a.txt", "x" * (1024 * 1024 + 1), "the file is larger than 1048576 bytes"),
     ("a.md", "---\ncode: doc-x\n---\ntext", "the code 'doc-x' is not capitals"),
     ("a.md", "---\n- a list\n---\ntext", "the front matter is not a set of 'key: value' lines"),
     ("a.md", "---\ncode: 7\n---\ntext", "front matter: code: Input should be a valid string"),

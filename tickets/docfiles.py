@@ -51,6 +51,8 @@ def is_document_file(name: str) -> bool:
 
 def document_from_file(name: str, data: bytes) -> DocumentIn:
     """The document file `name` (its path, for its suffix and its stem) holds."""
+    if not is_document_file(name):
+        raise DocumentFileError(f"not a document file (the suffixes are {', '.join(SUFFIXES)})")
     if len(data) > MAX_FILE_BYTES:
         raise DocumentFileError(f"the file is larger than {MAX_FILE_BYTES} bytes")
     meta, text = front_matter_split(_decode(data))
