@@ -9,7 +9,9 @@ import logging
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
-from tickets.models import Ticket
+from tickets.documents import DocumentText
+from tickets.models import Document, Ticket
+from tickets.services import PublishOutcome, document_publish
 
 from .config import ConfigError
 from .models import PacketReview, ReviewPacket, Run, RunRequest
@@ -42,6 +44,8 @@ _WHAT = {
     "agentrun.view_dashboard": ("see the outcomes dashboard", SUPERVISORS),
     "tickets.add_ticket": ("create tickets", INTEGRATIONS),
     "tickets.change_ticket": ("update tickets", INTEGRATIONS),
+    "tickets.add_document": ("add documents", INTEGRATIONS),
+    "tickets.change_document": ("publish documents", INTEGRATIONS),
 }
 
 
@@ -178,3 +182,11 @@ def do_review(*, user: User, packet_id: int, decision: str, note: str = "") -> P
     except ReviewError as exc:
         # A review that does not fit (no note for a rejection) is a 422, like any body that does not fit.
         raise Refused(exc.code, str(exc), 404 if exc.code == "not_found" else 422) from None
+
+
+def do_document_publish(*, user: User, code: str, text: DocumentText) -> PublishOutcome:
+    """Publish `text` as document `code` (a new revision only when it differs); a new document also needs add_document."""
+    require(user, "tickets.change_document")
+    if not Document.objects.filter(code=code).exists():
+        require(user, "tickets.add_document")
+    return document_publish(code=code, title=text.title, body=text.body, public=text.public)

@@ -51,7 +51,8 @@ class Session(SessionAuth):
 
 api = NinjaAPI(
     title="supportagent",
-    description="Investigations, runs, review packets and approvals for staff scripts; tickets from help desks. "
+    description="Investigations, runs, review packets and approvals for staff scripts; tickets from help desks; "
+    "documents from a knowledge base. "
     "Send `Authorization: Bearer <token>` (create one with `manage.py create_api_token USER`).",
     urls_namespace="api",
     auth=[Bearer(), Session()],

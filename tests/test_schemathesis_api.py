@@ -5,6 +5,7 @@ and a refused request (any 4xx) writes nothing.
 """
 import pytest
 import schemathesis
+from django.contrib.auth.models import Permission
 from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
@@ -17,6 +18,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from agentrun.models import ApiToken, Approval, PacketReview, ReviewPacket, Run, RunRequest
+from tickets.models import Document, DocumentRevision
 from tests.staffkit import *  # noqa: F401,F403
 from tests.staffkit import bearer, make_runs
 
@@ -49,6 +51,8 @@ def _snapshot() -> tuple:
         list(ReviewPacket.objects.order_by("pk").values_list("pk", "review_state")),
         PacketReview.objects.count(), RunRequest.objects.count(), ApiToken.objects.count(),
         list(Approval.objects.order_by("pk").values_list("pk", "state")),
+        list(Document.objects.order_by("pk").values_list("pk", "title", "public", "origin")),
+        list(DocumentRevision.objects.order_by("pk").values_list("pk", "is_current")),
     )
 
 
@@ -57,6 +61,8 @@ def _snapshot() -> tuple:
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.filter_too_much])
 def test_api_never_fails_and_refusals_write_nothing(case, supervisor_user, some_runs):
+    # and may publish documents, so that valid documents are written too
+    supervisor_user.user_permissions.add(*Permission.objects.filter(codename__in=["add_document", "change_document"]))
     auth = bearer(supervisor_user)["HTTP_AUTHORIZATION"]
     before = _snapshot()
     response = case.call(headers={"Authorization": auth})

@@ -127,7 +127,8 @@ class RevisionInline(admin.TabularInline):
 
 @admin.register(Document)
 class DocumentAdmin(admin.ModelAdmin):
-    list_display = ("code", "title", "public")
+    list_display = ("code", "title", "public", "origin")
+    readonly_fields = ("origin",)  # set by import_docs and the API only: it decides what --prune may retire
     inlines = [RevisionInline]
 
 

@@ -1,4 +1,5 @@
-"""/api/ endpoints that bring tickets in from a help desk. Thin: checks, then tickets.services.ticket_intake."""
+"""/api/ endpoints that bring tickets in from a help desk (thin: checks, then tickets.services.ticket_intake),
+and documents from a knowledge base (through agentrun.staff)."""
 from __future__ import annotations
 
 import json
@@ -7,14 +8,15 @@ from typing import Any
 import pydantic
 from django.conf import settings
 from django.utils import timezone
-from ninja import Router, Schema
+from ninja import Path, Router, Schema
 from ninja import Status as Reply
 from ninja.errors import ValidationError
 
 from agentrun.api import ERRORS, ErrorOut
-from agentrun.staff import Refused, require
+from agentrun.staff import Refused, do_document_publish, require
 from supportagent.limits import body_size_check
 
+from .documents import CODE_MAX, CODE_PATTERN, Change, DocumentText
 from .intake import TicketIn
 from .services import Intake, IntakeError, ticket_intake
 from .zendesk import SIGNATURE_HEADER, TIMESTAMP_HEADER, zendesk_refusal
@@ -95,3 +97,23 @@ def _parse(body: bytes) -> TicketIn:
     except pydantic.ValidationError as exc:
         errors = [{"loc": ["body", *e["loc"]], "msg": e["msg"]} for e in exc.errors()]
         raise ValidationError(errors) from None
+
+
+# --- documents from a knowledge base ------------------------------------------------------
+
+
+class PublishOut(Schema):
+    code: str
+    revision: str
+    change: Change
+    new_revision: bool
+
+
+@router.put("/documents/{code}", tags=["documents"], response={frozenset({200, 201}): PublishOut, ERRORS: ErrorOut})
+def put_document(request, payload: DocumentText, code: str = Path(..., pattern=CODE_PATTERN, max_length=CODE_MAX)):
+    """Publish a revision of document `code` (201 when the document is new). The same text, title and
+    visibility again make no revision (`new_revision` false)."""
+    outcome = do_document_publish(user=request.auth, code=code, text=payload)
+    out = {"code": outcome.code, "revision": outcome.revision, "change": outcome.change,
+           "new_revision": outcome.new_revision}
+    return Reply(201 if outcome.change is Change.ADDED else 200, out)

@@ -105,6 +105,11 @@ class Document(models.Model):
     code = models.CharField(max_length=64, unique=True)
     title = models.CharField(max_length=300)
     public = models.BooleanField(default=True)
+    origin = models.CharField(
+        max_length=1000, blank=True, default="",
+        help_text="The file it was last imported from (absolute path); blank when written otherwise. "
+        "`import_docs --prune` retires only documents whose file is gone from the folder it imports.",
+    )
 
     def __str__(self) -> str:
         return self.code

@@ -6,9 +6,11 @@ from dataclasses import dataclass, field as dataclass_field
 from functools import cache
 
 from django.db import connection
+from django.db.models import Q
 
 from supportagent.rows import column, columns, field, row_from, rows_select, table, width
 
+from .documents import Current
 from .models import CustomerSession, CustomerUser, Document, DocumentRevision, Evidence, Job, Service
 
 
@@ -155,3 +157,30 @@ def evidence_refs_for_ticket(*, ticket_id: int) -> set[str]:
     number = field(Evidence, "number")
     sql = f"SELECT {column(Evidence, 'number')} FROM {table(Evidence)} WHERE {column(Evidence, 'ticket')} = %s"
     return {f"E{n}" for (n,) in rows_select([number], sql, [ticket_id])}
+
+
+def document_current(*, code: str) -> Current | None:
+    """Document `code` as it reads now (title, visibility, current body), or None when there is none."""
+    document = Document.objects.filter(code=code).first()
+    if document is None:
+        return None
+    current = document.revisions.filter(is_current=True).first()
+    return Current(document.title, document.public, current.body if current else None)
+
+
+def documents_imported_under(*, roots: list[str]) -> dict[str, str]:
+    """{code: origin} of the documents with a current revision last imported from a file at or under `roots`.
+
+    `roots` are absolute paths. A document written by the admin, the demo or the
+    API has no origin, so it is never among them.
+    """
+    under = Q(pk__in=[])
+    for root in roots:
+        under |= Q(origin=root) | Q(origin__startswith=root.rstrip("/") + "/")
+    found = Document.objects.filter(under, revisions__is_current=True).exclude(origin="")
+    return dict(found.order_by("code").values_list("code", "origin"))
+
+
+def documents_imported_from(*, origins: list[str]) -> set[str]:
+    """The codes of the documents last imported from one of the files `origins` (absolute paths)."""
+    return set(Document.objects.filter(origin__in=origins).exclude(origin="").values_list("code", flat=True))
