@@ -156,20 +156,28 @@ def _investigate_on_commit(ticket: Ticket, requested_by: User | None) -> None:
 
     transaction.on_commit(lambda: investigate_new_ticket(ticket_id=ticket.pk, requested_by=requested_by), robust=True)
 # --- documents -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
 class PublishOutcome:
     code: str
     change: Change
     revision: str  # the current revision's label after publishing, e.g. "r3"
+
     @property
     def new_revision(self) -> bool:
         return self.change is not Change.UNCHANGED
+
+
 def document_publish(*, code: str, title: str, body: str, public: bool, origin: str = "") -> PublishOutcome:
     """Make `body` (with `title` and `public`) the current revision of document `code`, unless it already is.
+
     One transaction holding the document's row lock, so that two publishers of
     one document number their revisions one after the other. `origin` is the
     file the text came from (blank for the API): the last writer owns the
     document, which is what `import_docs --prune` goes by. Raises pydantic's
     ValidationError for a document that does not fit `DocumentIn`, writing nothing.
+    """
     incoming = DocumentIn(code=code, title=title, body=body, public=public)
     with transaction.atomic():
         document, created = Document.objects.select_for_update().get_or_create(
@@ -182,10 +190,16 @@ def document_publish(*, code: str, title: str, body: str, public: bool, origin: 
         if change is Change.UNCHANGED:
             return PublishOutcome(document.code, change, current.label)
         return PublishOutcome(document.code, change, _revision_add(document, incoming.body).label)
+
+
 def _document_set(document: Document, **values: Any) -> None:
     changed = [name for name, value in values.items() if getattr(document, name) != value]
+    for name in changed:
         setattr(document, name, values[name])
+    if changed:
         document.save(update_fields=changed)  # a new title re-weighs the revisions' search vectors (trigger)
+
+
 def _revision_add(document: Document, body: str) -> DocumentRevision:
     """The next revision, made current; the caller holds the document's row lock."""
     last = document.revisions.aggregate(last=Max("number"))["last"] or 0
@@ -193,9 +207,13 @@ def _revision_add(document: Document, body: str) -> DocumentRevision:
     return DocumentRevision.objects.create(
         document=document, number=last + 1, body=body, is_current=True, published_at=timezone.now()
     )
+
+
 def document_retire(*, code: str) -> bool:
     """Leave document `code` with no current revision (search no longer finds it); its revisions stay.
+
     Returns whether it had a current revision. Publishing it again makes a new one.
+    """
     with transaction.atomic():
         document = Document.objects.select_for_update().filter(code=code).first()
         if document is None:
