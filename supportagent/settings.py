@@ -224,6 +224,46 @@ AGENT_OPENAI_TOOL_CHOICE = env_choice("AGENT_OPENAI_TOOL_CHOICE", ("required", "
 AGENT_LEASE_MARGIN_SECONDS = 5.0
 AGENT_REQUIRE_APPROVAL: list[str] = env_list("AGENT_REQUIRE_APPROVAL", [])
 
+
+def env_url(name: str, *, needed_by: str, placeholder: str = "") -> str:
+    """An http(s) URL that `needed_by` (a backend setting set to http) requires; with `placeholder` in it."""
+    raw = env_str(name)
+    if not raw:
+        raise ImproperlyConfigured(f"{name} must be set when {needed_by}=http")
+    if not raw.lower().startswith(("http://", "https://")):
+        raise ImproperlyConfigured(f"{name} must be an http:// or https:// URL, got {raw!r}")
+    if placeholder and placeholder not in raw:
+        raise ImproperlyConfigured(f"{name} must contain {placeholder} where the job id goes")
+    return raw
+
+
+def env_header(name: str) -> tuple[str, str] | None:
+    """A "Name: value" header (a credential: the value is never shown back)."""
+    raw = env_str(name)
+    if not raw:
+        return None
+    header, sep, value = raw.partition(":")
+    if not sep or not header.strip() or not value.strip() or any(c in header for c in " \t\r\n"):
+        raise ImproperlyConfigured(f'{name} must look like "Authorization: Bearer TOKEN" (its value is not shown)')
+    if any(c in value for c in "\r\n"):
+        raise ImproperlyConfigured(f"{name} must be one line (its value is not shown)")
+    return header.strip(), value.strip()
+
+
+# Where the account-data tools read (agentrun/tools.py): our own tables, or the operator's services.
+AGENT_JOB_STATUS_BACKEND = env_choice("AGENT_JOB_STATUS_BACKEND", ("database", "http"))
+AGENT_SERVICE_STATUS_BACKEND = env_choice("AGENT_SERVICE_STATUS_BACKEND", ("database", "http"))
+AGENT_JOB_STATUS_URL = (
+    env_url("AGENT_JOB_STATUS_URL", needed_by="AGENT_JOB_STATUS_BACKEND", placeholder="{job_id}")
+    if AGENT_JOB_STATUS_BACKEND == "http" else env_str("AGENT_JOB_STATUS_URL")
+)
+# (name, value), or None. A secret: never logged; Django's error pages hide settings named *AUTH*.
+AGENT_JOB_STATUS_AUTH_HEADER = env_header("AGENT_JOB_STATUS_AUTH_HEADER")
+AGENT_SERVICE_STATUS_URL = (
+    env_url("AGENT_SERVICE_STATUS_URL", needed_by="AGENT_SERVICE_STATUS_BACKEND")
+    if AGENT_SERVICE_STATUS_BACKEND == "http" else env_str("AGENT_SERVICE_STATUS_URL")
+)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
