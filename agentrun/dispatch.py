@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from django.db import InterfaceError, OperationalError
@@ -9,6 +10,7 @@ from django.db import InterfaceError, OperationalError
 from tickets.selectors import SessionScope
 
 from .probe import probe_count
+from .lookups import UNBOUNDED, Lookup
 from .tools import TOOLS, Tool, ToolError, ToolResult
 
 
@@ -21,8 +23,11 @@ class Dispatcher:
         self.faults = faults or {}
         self.probe = probe
 
-    def dispatch(self, tool: str, scope: SessionScope, args: dict[str, Any], index: int) -> ToolResult:
+    def dispatch(self, tool: str, scope: SessionScope, args: dict[str, Any], index: int,
+                 lookup: Lookup = UNBOUNDED) -> ToolResult:
+        """`lookup` carries the wait the loop allows (the backend never waits longer) and the call's approval."""
         probe_count(self.probe, "dispatch")
+        started = time.monotonic()
         entries = self.faults.get(tool) or []
         fault = entries[index] if index < len(entries) else None
         if isinstance(fault, dict):
@@ -32,8 +37,10 @@ class Dispatcher:
                 raise ToolError("transient read failure (injected)", transient=True)
             if fault.get("fail"):
                 raise ToolError("read failure (injected)", transient=False)
+        if lookup.timeout is not None:  # an injected delay used part of the wait
+            lookup = replace(lookup, timeout=lookup.timeout - (time.monotonic() - started))
         try:
-            return self.tools[tool].backend(scope, args)
+            return self.tools[tool].backend(scope, args, lookup)
         except (OperationalError, InterfaceError) as exc:  # our own database, not the lookup, failed
             raise ToolError(f"the database did not answer the lookup ({type(exc).__name__})",
                             transient=True) from exc

@@ -29,6 +29,7 @@ from tickets.selectors import SessionScope
 from .adapters import ModelAdapter, ModelRequestSpec, adapter_for_run
 from .budgets import Budget
 from .dispatch import Dispatcher, dispatcher_for_run
+from .lookups import Lookup
 from .models import Run
 from .selectors import run_context
 from .operations import DispatchOp, ModelOp, Operation, OpResult
@@ -130,7 +131,8 @@ def _execute(op: Operation, run: Run, budget: Budget, adapter: ModelAdapter, dis
     release_connection()
     scope = SessionScope.of(run.session)
     wait, by_deadline = budget.wait_seconds(run.time_left())
-    return _wait_for(lambda: dispatcher.dispatch(op.tool, scope, op.args, op.index), wait, by_deadline)
+    lookup = Lookup(timeout=wait, approved=op.approved)
+    return _wait_for(lambda: dispatcher.dispatch(op.tool, scope, op.args, op.index, lookup), wait, by_deadline)
 
 
 def _wait_for(operation, wait: float, by_deadline: bool) -> OpResult:

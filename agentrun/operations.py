@@ -31,6 +31,7 @@ class DispatchOp:
     call_key: str
     call_id: str
     retry_number: int
+    approved: bool = False  # a supervisor approved this exact call (its retries carry the approval along)
 
     @property
     def call(self) -> NormalizedCall:

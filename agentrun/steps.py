@@ -53,7 +53,7 @@ from .packets import packet_write
 from .selectors import run_get_locked, run_relock
 from .schemas import canonical_json, storable
 from .statuses import Detail, Status, Stop
-from .tools import TOOLS, ToolError, ToolResult
+from .tools import TOOLS, ApprovalRequired, ToolError, ToolResult
 from .waiting import Finished, Raised, TimedOut
 
 log = logging.getLogger("agentrun")
@@ -221,7 +221,8 @@ def _plan_request(run: Run, now: datetime) -> Operation | None:
     return ModelOp(index, request.reserved_tokens, request.reserved_cost_micros, shown)
 
 
-def _reserve_attempt(run: Run, call: NormalizedCall, now: datetime, *, retry_number: int = 0) -> DispatchOp:
+def _reserve_attempt(run: Run, call: NormalizedCall, now: datetime, *, retry_number: int = 0,
+                     approved: bool = False) -> DispatchOp:
     tally = run.tally
     attempt = ToolAttempt(
         run_id=run.pk,
@@ -238,7 +239,7 @@ def _reserve_attempt(run: Run, call: NormalizedCall, now: datetime, *, retry_num
     run.tally = tally.after_attempt(call.tool)
     run.tool_attempts += 1
     run.last_executed_key = call.key
-    return DispatchOp(attempt.seq, call.tool, call.args, index, call.key, attempt.call_id, retry_number)
+    return DispatchOp(attempt.seq, call.tool, call.args, index, call.key, attempt.call_id, retry_number, approved)
 
 
 def _charge(run: Run, request: ModelRequest, *, input_tokens: int = 0, output_tokens: int = 0,
@@ -426,7 +427,8 @@ def _resume_approved(run: Run, now: datetime) -> Operation | None:
     run.status, run.pending_call = Status.RUNNING, None
     if run.cancel_requested:
         return _stop(run, Stop(Status.CANCELLED), now)
-    return _reserve_attempt(run, NormalizedCall(approval.tool, approval.args, approval.call_id or None), now)
+    call = NormalizedCall(approval.tool, approval.args, approval.call_id or None)
+    return _reserve_attempt(run, call, now, approved=True)
 
 
 def _recover_interrupted(run: Run, now: datetime) -> None:
@@ -461,10 +463,17 @@ def _record_dispatch(run: Run, op: DispatchOp, res: OpResult, now: datetime) -> 
     row_update_later(attempt, ATTEMPT_RESULT_FIELDS, by=("run", "seq"))
     if run.time_left(now) <= 0 or (isinstance(outcome, TimedOut) and res.by_deadline):
         return _stop(run, Stop(Status.DEADLINE, note=f"the deadline passed during {op.tool}"), now)
+    # A backend that learns only from its reply that a job is another account's (Forbidden) or
+    # sensitive (ApprovalRequired) ends the run, or waits, as the checks before dispatch would have.
+    error = outcome.error if isinstance(outcome, Raised) else None
+    if isinstance(error, Forbidden):
+        return _stop(run, Stop(Status.INVALID_OR_FORBIDDEN, Detail.FORBIDDEN, "this session may not make this call"), now)
+    if isinstance(error, ApprovalRequired) and _may_wait_for_approval(run):
+        return _await_approval(run, op.call)
     budget = run.get_budget()
     if attempt.outcome == ToolAttempt.Outcome.TRANSIENT_ERROR and not run.cancel_requested:
         if attempt.retry_number < budget.max_read_retries and tool_attempts_left(budget, run.usage()) > 0:
-            return _reserve_attempt(run, op.call, now, retry_number=op.retry_number + 1)
+            return _reserve_attempt(run, op.call, now, retry_number=op.retry_number + 1, approved=op.approved)
     if attempt.outcome != ToolAttempt.Outcome.OK:
         Observation.objects.create(
             run=run, kind="tool_failure",
@@ -473,9 +482,16 @@ def _record_dispatch(run: Run, op: DispatchOp, res: OpResult, now: datetime) -> 
     return _plan_request(run, now)
 
 
+def _may_wait_for_approval(run: Run) -> bool:
+    """An approved call is dispatched again: only while an attempt is left for it and the run is not cancelled."""
+    return not run.cancel_requested and tool_attempts_left(run.get_budget(), run.usage()) > 0
+
+
 def _tool_error_text(error: BaseException) -> str:
     if isinstance(error, (ToolError, Forbidden)):
         return str(error)[:500]
+    if isinstance(error, ApprovalRequired):
+        return f"{error}: the call needs a supervisor's approval; the reply was not kept"[:500]
     log.error("tool backend raised %s", type(error).__name__)
     return f"{type(error).__name__} in the tool backend"
 

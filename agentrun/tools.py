@@ -11,6 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist
+
 from tickets.selectors import (
     Forbidden,
     SessionScope,
@@ -21,25 +24,27 @@ from tickets.selectors import (
     service_get_with_incidents,
 )
 
+from . import httpbackends
+from .lookups import (
+    RECENT_INCIDENTS,
+    UNBOUNDED,
+    ApprovalRequired,
+    IncidentView,
+    JobView,
+    Lookup,
+    ToolError,
+    ToolResult,
+    job_result,
+    not_listed,
+    service_result,
+)
 from .schemas import ARG_SCHEMAS, ToolArgs
 
-
-class ToolError(Exception):
-    """A dispatch that failed. Transient failures of a read may be retried."""
-
-    def __init__(self, message: str, *, transient: bool = False):
-        super().__init__(message)
-        self.transient = transient
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    content: dict[str, Any]
-    source_ref: str
+__all__ = ["TOOLS", "ApprovalRequired", "Lookup", "Tool", "ToolError", "ToolResult"]
 
 
 Policy = Callable[[SessionScope, dict[str, Any]], bool]
-Backend = Callable[[SessionScope, dict[str, Any]], ToolResult]
+Backend = Callable[[SessionScope, dict[str, Any], Lookup], ToolResult]
 
 
 @dataclass(frozen=True)
@@ -55,14 +60,10 @@ class Tool:
         return (self.args.__doc__ or "").strip()
 
 
-def _iso(value) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value else None
-
-
 # --- search_docs ---------------------------------------------------------------
 
 
-def search_docs(scope: SessionScope, args: dict[str, Any]) -> ToolResult:
+def search_docs(scope: SessionScope, args: dict[str, Any], lookup: Lookup = UNBOUNDED) -> ToolResult:
     revisions = documents_search(query=args["query"], limit=args["max_results"])
     terms = query_terms(args["query"])
     results = [
@@ -78,7 +79,7 @@ def search_docs(scope: SessionScope, args: dict[str, Any]) -> ToolResult:
     return ToolResult({"query": args["query"], "results": results}, source)
 
 
-# --- read_job_status -------------------------------------------------------------
+# --- read_job_status: our own Job table ---------------------------------------------
 
 
 def read_job_status_allowed(scope: SessionScope, args: dict[str, Any]) -> bool:
@@ -96,60 +97,71 @@ def read_job_status_needs_approval(scope: SessionScope, args: dict[str, Any]) ->
         return False
 
 
-def read_job_status(scope: SessionScope, args: dict[str, Any]) -> ToolResult:
+def read_job_status(scope: SessionScope, args: dict[str, Any], lookup: Lookup = UNBOUNDED) -> ToolResult:
     job = job_get_for_session(scope=scope, job_ref=args["job_id"])
     requester = job.requested_by
-    content = {
-        "job_id": job.ref,
-        "kind": job.kind,
-        "status": job.status,
-        "error_code": job.error_code or None,
-        "requested_by": requester.email if requester else None,
-        "requester_current_role": requester.role if requester else None,
-        "created_at": _iso(job.created_at),
-        "failed_at": _iso(job.finished_at) if job.status == "failed" else None,
-        "finished_at": _iso(job.finished_at),
-    }
-    return ToolResult(content, job.ref)
+    return job_result(JobView(
+        job_id=job.ref, kind=job.kind, status=job.status, error_code=job.error_code or None,
+        requested_by=requester.email if requester else None,
+        requester_current_role=requester.role if requester else None,
+        created_at=job.created_at, finished_at=job.finished_at,
+    ))
 
 
-# --- read_service_status ---------------------------------------------------------
+# --- read_service_status: our own Service table ---------------------------------------
 
 
-def read_service_status(scope: SessionScope, args: dict[str, Any]) -> ToolResult:
-    service, incidents = service_get_with_incidents(name=args["service"])
-    content = {
-        "service": service.name,
-        "status": service.status,
-        "incidents": [
-            {
-                "id": i.ref,
-                "title": i.title,
-                "status": i.status,
-                "started_at": _iso(i.started_at),
-                "resolved_at": _iso(i.resolved_at),
-            }
-            for i in incidents
-        ],
-    }
-    return ToolResult(content, f"service:{service.name}")
+def read_service_status(scope: SessionScope, args: dict[str, Any], lookup: Lookup = UNBOUNDED) -> ToolResult:
+    try:
+        service, incidents = service_get_with_incidents(name=args["service"], recent=RECENT_INCIDENTS)
+    except ObjectDoesNotExist:
+        raise ToolError(not_listed(args["service"])) from None
+    return service_result(service.name, service.status, [
+        IncidentView(i.ref, i.title, i.status, i.started_at, i.resolved_at) for i in incidents
+    ])
+
+
+# --- the table -------------------------------------------------------------------------
 
 
 def _anyone(scope: SessionScope, args: dict[str, Any]) -> bool:
     return True
 
 
+def _never(scope: SessionScope, args: dict[str, Any]) -> bool:
+    return False
+
+
+def _by_setting(setting: str, **choices: Callable) -> Callable:
+    """Calls the function that `settings.<setting>` names, looked up at each call."""
+
+    def chosen(*args: Any) -> Any:
+        return choices[getattr(settings, setting)](*args)
+
+    chosen.__name__ = f"{setting.lower()}_chosen"
+    return chosen
+
+
+# With the http backend, the policy needs a verified session (no request is sent otherwise) and the
+# backend refuses a reply about another account as Forbidden. Whether a job is sensitive is known only
+# from the reply: the backend raises ApprovalRequired unless the call was approved (agentrun.httpbackends).
+JOB_STATUS = "AGENT_JOB_STATUS_BACKEND"
+SERVICE_STATUS = "AGENT_SERVICE_STATUS_BACKEND"
+
 TOOLS: dict[str, Tool] = {
     "search_docs": Tool("search_docs", ARG_SCHEMAS["search_docs"], _anyone, search_docs),
     "read_job_status": Tool(
         "read_job_status",
         ARG_SCHEMAS["read_job_status"],
-        read_job_status_allowed,
-        read_job_status,
-        needs_approval=read_job_status_needs_approval,
+        _by_setting(JOB_STATUS, database=read_job_status_allowed, http=httpbackends.read_job_status_allowed),
+        _by_setting(JOB_STATUS, database=read_job_status, http=httpbackends.read_job_status),
+        needs_approval=_by_setting(JOB_STATUS, database=read_job_status_needs_approval, http=_never),
     ),
     "read_service_status": Tool(
-        "read_service_status", ARG_SCHEMAS["read_service_status"], _anyone, read_service_status
+        "read_service_status",
+        ARG_SCHEMAS["read_service_status"],
+        _anyone,
+        _by_setting(SERVICE_STATUS, database=read_service_status, http=httpbackends.read_service_status),
     ),
 }
 assert TOOLS.keys() == ARG_SCHEMAS.keys()

@@ -263,22 +263,26 @@ AGENT_LEASE_MARGIN_SECONDS = 5.0
 AGENT_REQUIRE_APPROVAL: list[str] = env_list("AGENT_REQUIRE_APPROVAL", [])
 
 
-def env_url(name: str) -> str:
-    """An absolute http(s) URL, without a trailing slash; empty when unset."""
+def env_url(name: str, *, required_by: str = "", placeholder: str = "") -> str:
+    """An absolute http(s) URL (with `placeholder` in it, when given); empty when unset, unless
+    `required_by` says which setting needs it. The value is never repeated: a URL may carry a token."""
     raw = env_str(name)
     if not raw:
+        if required_by:
+            raise ImproperlyConfigured(f"{name} must be set when {required_by}")
         return ""
     scheme, _, rest = raw.partition("://")
     if scheme.lower() not in ("http", "https") or not rest.split("/", 1)[0]:
-        # The value itself is not repeated: a webhook URL may carry a token.
         raise ImproperlyConfigured(f"{name} must be an absolute http:// or https:// URL")
-    return raw.rstrip("/")
+    if placeholder and placeholder not in raw:
+        raise ImproperlyConfigured(f"{name} must contain {placeholder} where the job id goes")
+    return raw
 
 
 def packet_webhook() -> tuple[str, str, str]:
     """The packet webhook's URL, its signing secret and the site's base URL for links; all
     empty when no URL is set. A URL needs the secret and the base URL."""
-    url, secret, site = env_url("AGENT_PACKET_WEBHOOK_URL"), env_str("AGENT_PACKET_WEBHOOK_SECRET"), env_url("AGENT_SITE_URL")
+    url, secret, site = env_url("AGENT_PACKET_WEBHOOK_URL"), env_str("AGENT_PACKET_WEBHOOK_SECRET"), env_url("AGENT_SITE_URL").rstrip("/")
     if url and not secret:
         raise ImproperlyConfigured("AGENT_PACKET_WEBHOOK_SECRET must be set when AGENT_PACKET_WEBHOOK_URL is")
     if url and not site:
@@ -299,6 +303,34 @@ AGENT_PACKET_WEBHOOK_BACKOFF_CAP_SECONDS = env_float("AGENT_PACKET_WEBHOOK_BACKO
 # accepts nothing.
 AGENT_AUTO_INVESTIGATE = env_bool("AGENT_AUTO_INVESTIGATE", False)
 INTAKE_ZENDESK_SECRET = env_str("INTAKE_ZENDESK_SECRET")
+
+
+def env_header(name: str) -> tuple[str, str] | None:
+    """A "Name: value" header (a credential: the value is never shown back)."""
+    raw = env_str(name)
+    if not raw:
+        return None
+    header, sep, value = raw.partition(":")
+    if not sep or not header.strip() or not value.strip() or any(c in header for c in " \t\r\n"):
+        raise ImproperlyConfigured(f'{name} must look like "Authorization: Bearer TOKEN" (its value is not shown)')
+    if any(c in value for c in "\r\n"):
+        raise ImproperlyConfigured(f"{name} must be one line (its value is not shown)")
+    return header.strip(), value.strip()
+
+
+# Where the account-data tools read (agentrun/tools.py): our own tables, or the operator's services.
+AGENT_JOB_STATUS_BACKEND = env_choice("AGENT_JOB_STATUS_BACKEND", ("database", "http"))
+AGENT_SERVICE_STATUS_BACKEND = env_choice("AGENT_SERVICE_STATUS_BACKEND", ("database", "http"))
+AGENT_JOB_STATUS_URL = (
+    env_url("AGENT_JOB_STATUS_URL", required_by="AGENT_JOB_STATUS_BACKEND=http", placeholder="{job_id}")
+    if AGENT_JOB_STATUS_BACKEND == "http" else env_str("AGENT_JOB_STATUS_URL")
+)
+# (name, value), or None. A secret: never logged; Django's error pages hide settings named *AUTH*.
+AGENT_JOB_STATUS_AUTH_HEADER = env_header("AGENT_JOB_STATUS_AUTH_HEADER")
+AGENT_SERVICE_STATUS_URL = (
+    env_url("AGENT_SERVICE_STATUS_URL", required_by="AGENT_SERVICE_STATUS_BACKEND=http")
+    if AGENT_SERVICE_STATUS_BACKEND == "http" else env_str("AGENT_SERVICE_STATUS_URL")
+)
 
 LOGGING = {
     "version": 1,

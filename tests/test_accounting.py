@@ -6,6 +6,7 @@ import pytest
 from agentrun.adapters import ReplayAdapter
 from agentrun.budgets import Budget
 from agentrun.dispatch import Dispatcher
+from agentrun.lookups import UNBOUNDED
 from agentrun.loop import run_advance
 from agentrun.models import ModelRequest, Run, ToolAttempt
 from agentrun.selectors import run_report
@@ -129,9 +130,9 @@ class SpyDispatcher(Dispatcher):
         super().__init__(**kwargs)
         self.run_id, self.seen = run_id, []
 
-    def dispatch(self, tool, scope, args, index):
+    def dispatch(self, tool, scope, args, index, lookup=UNBOUNDED):
         self.seen.append(committed(self.run_id))
-        return super().dispatch(tool, scope, args, index)
+        return super().dispatch(tool, scope, args, index, lookup)
 
 
 def test_reservations_are_committed_before_the_request_and_the_dispatch(ticket_t1001):

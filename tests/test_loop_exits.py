@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from agentrun.lookups import UNBOUNDED
 from agentrun.models import Approval, ReviewPacket, Run
 from agentrun.selectors import run_report
 from agentrun.services import approval_answer, run_cancel
@@ -455,9 +456,9 @@ def test_a_run_cancelled_during_a_dispatch_stops_before_its_next_request(ticket_
     from agentrun.services import run_start
 
     class CancelWhileDispatching(Dispatcher):
-        def dispatch(self, tool, scope, args, index):
+        def dispatch(self, tool, scope, args, index, lookup=UNBOUNDED):
             run_cancel(run_id=run.pk)
-            return super().dispatch(tool, scope, args, index)
+            return super().dispatch(tool, scope, args, index, lookup)
 
     run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": [J42, DOCS, draft("E1")]})
     run_advance(run.pk, dispatcher=CancelWhileDispatching())

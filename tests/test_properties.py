@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from agentrun.adapters import ReplayAdapter
 from agentrun.budgets import Budget
 from agentrun.dispatch import Dispatcher
+from agentrun.lookups import UNBOUNDED
 from agentrun.loop import run_advance
 from agentrun.models import ModelRequest, ReviewPacket, Run, ToolAttempt
 from agentrun.services import approval_answer, run_rewind_clock, run_start
@@ -160,9 +161,9 @@ class SpyDispatcher(Dispatcher):
         super().__init__(**kwargs)
         self.watch = watch
 
-    def dispatch(self, tool, scope, args, index):
+    def dispatch(self, tool, scope, args, index, lookup=UNBOUNDED):
         self.watch.look("dispatch")
-        return super().dispatch(tool, scope, args, index)
+        return super().dispatch(tool, scope, args, index, lookup)
 
 
 # --- the property -----------------------------------------------------------------------------------

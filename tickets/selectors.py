@@ -11,7 +11,7 @@ from django.db.models import Q
 from supportagent.rows import column, columns, field, row_from, rows_select, table, width
 
 from .documents import Current
-from .models import CustomerSession, CustomerUser, Document, DocumentRevision, Evidence, Job, Service
+from .models import Account, CustomerSession, CustomerUser, Document, DocumentRevision, Evidence, Job, Service
 
 
 class Forbidden(Exception):
@@ -62,6 +62,11 @@ def _job_with_requester(*, job_ref: str, account_id: int) -> Job | None:
     job = row_from(Job, row[: width(Job)])
     job.requested_by = row_from(CustomerUser, row[width(Job):]) if job.requested_by_id else None
     return job
+
+
+def account_code(*, account_id: int) -> str:
+    """The account's code: how the operator's own services know it."""
+    return Account.objects.values_list("code", flat=True).get(pk=account_id)
 
 
 def service_get_with_incidents(*, name: str, recent: int = 5) -> tuple[Service, list]:
