@@ -8,8 +8,10 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from agentrun.dashboard import PeriodError, outcomes, period_parse
+from agentrun.dashboard import UNKNOWN_TOOL, PeriodError, outcomes, period_parse
+from agentrun.models import ModelRequest
 from agentrun.reviews import packet_review
+from tickets.models import Ticket
 from tests.staffkit import *  # noqa: F401,F403
 from tests.staffkit import make_runs
 
@@ -91,3 +93,46 @@ def test_support_staff_cannot_open_the_dashboard_or_its_exports(staff_client, fi
 def test_admin_index_links_the_dashboard_for_supervisors_only(staff_client, supervisor_client, demo):
     assert reverse("outcomes") in supervisor_client.get(reverse("admin:index")).content.decode()
     assert reverse("outcomes") not in staff_client.get(reverse("admin:index")).content.decode()
+
+
+def _csv(client, name: str) -> list[list[str]]:
+    response = client.get(reverse("outcomes-csv", args=[name]))
+    assert response.status_code == 200
+    return list(csv.reader(io.StringIO(response.content.decode())))
+
+
+def _propose(run, *names: str) -> None:
+    """Later model requests of `run` proposing calls to `names`, the last one last."""
+    request = ModelRequest.objects.get(run=run, seq=1)
+    for seq, name in enumerate(names, start=2):
+        request.pk, request.seq, request.proposal = None, seq, f"call {name}"
+        request.save(force_insert=True)
+
+
+@pytest.fixture
+def unknown_tools(five_runs):
+    """The NO_PROGRESS run ends on a call to `=1+1`; the INVALID_OR_FORBIDDEN one proposes two unknown names."""
+    _propose(five_runs[2], "=1+1")
+    _propose(five_runs[3], '=HYPERLINK("http://example.test")', "@SUM(A1)")
+    return five_runs
+
+
+def test_tool_names_not_in_the_dispatch_table_are_one_unknown_tool_row(unknown_tools):
+    rates = [(t.tool, t.runs_proposing, t.no_progress, t.invalid_or_forbidden)
+             for t in outcomes(period=period_parse(first=None, last=None)).tool_rates]
+    assert rates == [("read_job_status", 5, 0, 0), (UNKNOWN_TOOL, 2, 1, 1)]
+
+
+def test_unknown_tool_names_reach_neither_the_page_nor_the_csv(supervisor_client, unknown_tools):
+    page = supervisor_client.get(reverse("outcomes")).content.decode()
+    assert "unknown tool · NO_PROGRESS" in page
+    assert "1+1" not in page and "HYPERLINK" not in page and "SUM(A1)" not in page
+    assert _csv(supervisor_client, "tool-rates")[1:] == [
+        ["read_job_status", "5", "0", "0.0", "0", "0.0"], ["unknown tool", "2", "1", "0.5", "1", "0.5"]]
+
+
+def test_csv_cells_that_would_start_a_formula_are_quoted(supervisor_client, five_runs):
+    Ticket.objects.filter(ref="T-1001").update(ref="=1+1")
+    rows = _csv(supervisor_client, "runs")
+    assert {row[1] for row in rows[1:]} == {"'=1+1"}
+    assert [row[4] for row in rows[1:]] == ["2"] * 5  # numbers stay numbers
