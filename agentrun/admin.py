@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.models import Group, User
 from django.db.models import Case, IntegerField, Value, When
 from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
+
+from supportagent.adminkit import ListLookupsAdmin
 
 from .auth import token_create
 from .budgets import Budget, BudgetError
@@ -26,7 +30,7 @@ from .timeline import budget_bars, evidence_for, packet_of, run_timeline, stop_e
 PERMISSION_BUDGET = "agentrun.change_budget_defaults"
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(ListLookupsAdmin):
     def has_add_permission(self, request, obj=None):
         return False
 
@@ -258,7 +262,7 @@ class ApprovalAdmin(ReadOnlyAdmin):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(ListLookupsAdmin):
     """Each user manages their own tokens; the token text is shown once, at creation."""
 
     list_display = ("name", "prefix", "user", "created_at", "last_used_at", "revoked_at")
@@ -299,7 +303,7 @@ class BudgetDefaultsForm(forms.ModelForm):
 
 
 @admin.register(BudgetDefaults)
-class BudgetDefaultsAdmin(admin.ModelAdmin):
+class BudgetDefaultsAdmin(ListLookupsAdmin):
     """Supervisors edit the budget of new runs; a run keeps the budget it started with."""
 
     form = BudgetDefaultsForm
@@ -328,3 +332,17 @@ class BudgetDefaultsAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         obj.pk, obj.updated_by = 1, request.user.get_username()
         super().save_model(request, obj, form, change)
+
+
+admin.site.unregister(User)
+admin.site.unregister(Group)
+
+
+@admin.register(User)
+class StaffUserAdmin(ListLookupsAdmin, UserAdmin):
+    """Django's user admin, answering a lookup it cannot run (`?date_joined__year=0`) like every other list."""
+
+
+@admin.register(Group)
+class StaffGroupAdmin(ListLookupsAdmin, GroupAdmin):
+    """Django's group admin, likewise (`?name=%00`)."""

@@ -40,14 +40,24 @@ class Period:
         return datetime.combine(self.last + timedelta(days=1), time.min, tzinfo=UTC)
 
 
-def period_parse(*, first: str | None, last: str | None, today: date | None = None) -> Period:
-    """`first`..`last` as YYYY-MM-DD (inclusive); by default the last 30 days up to today."""
-    today = today or timezone.now().date()
+# The days a period may name: a run's timestamps and the day after the last one must be representable.
+EARLIEST_DAY, LATEST_DAY = date(1970, 1, 1), date(9998, 12, 31)
+
+
+def _day(text: str) -> date:
     try:
-        end = date.fromisoformat(last) if last else today
-        start = date.fromisoformat(first) if first else end - timedelta(days=DEFAULT_DAYS - 1)
+        day = date.fromisoformat(text)
     except ValueError:
         raise PeriodError("Dates are written YYYY-MM-DD.") from None
+    if not EARLIEST_DAY <= day <= LATEST_DAY:
+        raise PeriodError(f"Choose dates from {EARLIEST_DAY} to {LATEST_DAY}.")
+    return day
+
+
+def period_parse(*, first: str | None, last: str | None, today: date | None = None) -> Period:
+    """`first`..`last` as YYYY-MM-DD (inclusive); by default the last 30 days up to today."""
+    end = _day(last) if last else (today or timezone.now().date())
+    start = _day(first) if first else max(end - timedelta(days=DEFAULT_DAYS - 1), EARLIEST_DAY)
     if start > end:
         raise PeriodError("The period's first day is after its last day.")
     if (end - start).days > 3660:

@@ -2,13 +2,13 @@
 import csv
 import io
 import re
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from agentrun.dashboard import UNKNOWN_TOOL, PeriodError, outcomes, period_parse
+from agentrun.dashboard import UNKNOWN_TOOL, Period, PeriodError, outcomes, period_parse
 from agentrun.models import ModelRequest
 from agentrun.reviews import packet_review
 from tickets.models import Ticket
@@ -44,10 +44,28 @@ def test_period_excludes_runs_outside_it(five_runs):
     assert out.total_runs == 0 and out.by_stop_reason == [] and out.completion_rate == 0
 
 
-@pytest.mark.parametrize("first,last", [("2026-13-01", None), ("2026-05-02", "2026-05-01"), ("x", "y")])
+@pytest.mark.parametrize("first,last", [("2026-13-01", None), ("2026-05-02", "2026-05-01"), ("x", "y"),
+                                        ("9999-12-31", "9999-12-31"), (None, "0001-01-01"), ("0001-01-01", None),
+                                        ("1969-12-31", "1970-01-05"), (None, "99999-01-01")])
 def test_bad_periods_are_refused(first, last):
     with pytest.raises(PeriodError):
         period_parse(first=first, last=last, today=date(2026, 12, 1))
+
+
+def test_periods_at_the_edges_of_the_accepted_days():
+    assert period_parse(first=None, last="1970-01-01") == Period(date(1970, 1, 1), date(1970, 1, 1))
+    assert period_parse(first="9998-12-31", last="9998-12-31").until == datetime(9999, 1, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("query", ["first=9999-12-31&last=9999-12-31", "last=0001-01-01", "first=0001-01-01"])
+def test_out_of_range_days_are_a_form_error_on_the_page_and_a_400_for_csv(supervisor_client, five_runs, query):
+    page = supervisor_client.get(reverse("outcomes") + f"?{query}")
+    assert page.status_code == 200
+    assert "Choose dates from 1970-01-01 to 9998-12-31. Showing the last 30 days instead." in page.content.decode()
+    assert 'id="total-runs">5<' in page.content.decode()
+    response = supervisor_client.get(reverse("outcomes-csv", args=["runs"]) + f"?{query}")
+    assert (response.status_code, response["Content-Type"]) == (400, "text/plain")
+    assert response.content.decode() == "Choose dates from 1970-01-01 to 9998-12-31."
 
 
 def test_dashboard_page_draws_inline_svg_charts_with_no_external_assets(supervisor_client, five_runs):

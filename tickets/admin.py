@@ -8,6 +8,7 @@ from django.urls import path, reverse
 
 from agentrun.models import ReviewPacket, Run
 from agentrun.staff import Refused, can, do_investigate
+from supportagent.adminkit import ListLookupsAdmin
 
 from .models import (
     Account,
@@ -28,7 +29,7 @@ def _progress_url(run_id: int) -> str:
 
 
 @admin.register(Ticket)
-class TicketAdmin(admin.ModelAdmin):
+class TicketAdmin(ListLookupsAdmin):
     list_display = ("ref", "subject", "account", "latest_run_status", "packet_state", "created_at")
     list_select_related = ("account",)
     search_fields = ("ref", "subject")
@@ -103,7 +104,7 @@ class TicketAdmin(admin.ModelAdmin):
 
 
 @admin.register(Evidence)
-class EvidenceAdmin(admin.ModelAdmin):
+class EvidenceAdmin(ListLookupsAdmin):
     list_display = ("ticket", "ref_label", "tool", "source_ref", "truncated", "captured_at")
     list_select_related = ("ticket",)
     list_filter = ("tool",)
@@ -126,13 +127,13 @@ class RevisionInline(admin.TabularInline):
 
 
 @admin.register(Document)
-class DocumentAdmin(admin.ModelAdmin):
+class DocumentAdmin(ListLookupsAdmin):
     list_display = ("code", "title", "public")
     inlines = [RevisionInline]
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(ListLookupsAdmin):
     """Supervisors may mark a job sensitive: lookups of it then wait for a supervisor's approval."""
 
     list_display = ("ref", "account", "kind", "status", "error_code", "sensitive")
@@ -149,11 +150,11 @@ class IncidentInline(admin.TabularInline):
 
 
 @admin.register(Service)
-class ServiceAdmin(admin.ModelAdmin):
+class ServiceAdmin(ListLookupsAdmin):
     list_display = ("name", "status")
     inlines = [IncidentInline]
 
 
-admin.site.register(Account, list_display=("code", "name", "workspace"))
-admin.site.register(CustomerUser, list_display=("email", "account", "role"))
-admin.site.register(CustomerSession, list_display=("ref", "account", "user", "verified"))
+admin.site.register(Account, ListLookupsAdmin, list_display=("code", "name", "workspace"))
+admin.site.register(CustomerUser, ListLookupsAdmin, list_display=("email", "account", "role"))
+admin.site.register(CustomerSession, ListLookupsAdmin, list_display=("ref", "account", "user", "verified"))
