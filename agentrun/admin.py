@@ -16,21 +16,31 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from supportagent.adminkit import ListLookupsAdmin
+from supportagent.adminkit import StaffSiteAdmin
 
 from .auth import token_create
 from .budgets import Budget, BudgetError
 from .config import budget_defaults
 from .dashboard_views import refusal
 from .models import ApiToken, Approval, BudgetDefaults, PacketReview, ReviewPacket, Run
-from .staff import Refused, access_packet, access_run, can, do_answer_approval, do_cancel, do_review
+from .staff import (
+    Refused,
+    access_approval,
+    access_packet,
+    access_run,
+    can,
+    do_answer_approval,
+    do_cancel,
+    do_review,
+    require,
+)
 from .timeline import budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
 
 
 PERMISSION_BUDGET = "agentrun.change_budget_defaults"
 
 
-class ReadOnlyAdmin(ListLookupsAdmin):
+class ReadOnlyAdmin(StaffSiteAdmin):
     def has_add_permission(self, request, obj=None):
         return False
 
@@ -48,6 +58,14 @@ def _post_only(view):
         return view(request, *args, **kwargs)
 
     return wrapped
+
+
+def object_pk(object_id: str) -> int:
+    """The admin URL's object id as a primary key; one that is not a number names no object (0).
+
+    The access_* check then refuses a user without permission before it looks anything up.
+    """
+    return int(object_id) if str(object_id).isdigit() else 0
 
 
 def run_url(run_id: int) -> str:
@@ -96,9 +114,9 @@ class RunAdmin(ReadOnlyAdmin):
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         try:
-            run = access_run(user=request.user, run_id=int(object_id))
-        except (Refused, ValueError) as exc:
-            return refusal(request, exc if isinstance(exc, Refused) else Refused("not_found", "No such run.", 404))
+            run = access_run(user=request.user, run_id=object_pk(object_id))
+        except Refused as exc:
+            return refusal(request, exc)
         packet = packet_of(run)
         context = {
             **self.admin_site.each_context(request),
@@ -198,9 +216,9 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         try:
-            packet = access_packet(user=request.user, packet_id=int(object_id))
-        except (Refused, ValueError) as exc:
-            return refusal(request, exc if isinstance(exc, Refused) else Refused("not_found", "No such packet.", 404))
+            packet = access_packet(user=request.user, packet_id=object_pk(object_id))
+        except Refused as exc:
+            return refusal(request, exc)
         run = packet.run
         context = {
             **self.admin_site.each_context(request),
@@ -255,14 +273,15 @@ class ApprovalAdmin(ReadOnlyAdmin):
                            approval.run.ticket.ref)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        approval = Approval.objects.filter(pk=object_id).first() if str(object_id).isdigit() else None
-        if approval is None:
-            return refusal(request, Refused("not_found", "No such approval.", 404))
+        try:
+            approval = access_approval(user=request.user, approval_id=object_pk(object_id))
+        except Refused as exc:
+            return refusal(request, exc)
         return HttpResponseRedirect(run_url(approval.run_id))
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(ListLookupsAdmin):
+class ApiTokenAdmin(StaffSiteAdmin):
     """Each user manages their own tokens; the token text is shown once, at creation."""
 
     list_display = ("name", "prefix", "user", "created_at", "last_used_at", "revoked_at")
@@ -303,7 +322,7 @@ class BudgetDefaultsForm(forms.ModelForm):
 
 
 @admin.register(BudgetDefaults)
-class BudgetDefaultsAdmin(ListLookupsAdmin):
+class BudgetDefaultsAdmin(StaffSiteAdmin):
     """Supervisors edit the budget of new runs; a run keeps the budget it started with."""
 
     form = BudgetDefaultsForm
@@ -326,6 +345,10 @@ class BudgetDefaultsAdmin(ListLookupsAdmin):
         return False
 
     def changelist_view(self, request, extra_context=None):
+        try:
+            require(request.user, PERMISSION_BUDGET)  # before the one row is made
+        except Refused as exc:
+            return refusal(request, exc)
         row, _ = BudgetDefaults.objects.get_or_create(pk=1)
         return HttpResponseRedirect(reverse("admin:agentrun_budgetdefaults_change", args=[row.pk]))
 
@@ -339,10 +362,10 @@ admin.site.unregister(Group)
 
 
 @admin.register(User)
-class StaffUserAdmin(ListLookupsAdmin, UserAdmin):
+class StaffUserAdmin(StaffSiteAdmin, UserAdmin):
     """Django's user admin, answering a lookup it cannot run (`?date_joined__year=0`) like every other list."""
 
 
 @admin.register(Group)
-class StaffGroupAdmin(ListLookupsAdmin, GroupAdmin):
+class StaffGroupAdmin(StaffSiteAdmin, GroupAdmin):
     """Django's group admin, likewise (`?name=%00`)."""

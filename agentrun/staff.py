@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from tickets.models import Ticket
 
 from .config import ConfigError
-from .models import PacketReview, ReviewPacket, Run, RunRequest
+from .models import Approval, PacketReview, ReviewPacket, Run, RunRequest
 from .reviews import ReviewError, packet_review
 from .roles import SUPERVISORS
 from .services import RunError, approval_answer, investigation_start, run_cancel
@@ -32,11 +32,13 @@ _WHAT = {
     "tickets.view_ticket": ("see tickets", "Support staff"),
     "agentrun.view_run": ("see runs", "Support staff"),
     "agentrun.view_reviewpacket": ("see review packets", "Support staff"),
+    "agentrun.view_approval": ("see approvals", "Support staff"),
     "agentrun.start_investigation": ("start investigations", "Support staff"),
     "agentrun.review_packet": ("review packets", "Support staff"),
     "agentrun.cancel_run": ("cancel runs", SUPERVISORS),
     "agentrun.answer_approval": ("approve or deny calls", SUPERVISORS),
     "agentrun.view_dashboard": ("see the outcomes dashboard", SUPERVISORS),
+    "agentrun.change_budget_defaults": ("change budget defaults", SUPERVISORS),
 }
 
 
@@ -77,6 +79,16 @@ def access_packet(*, user: User, packet_id: int) -> ReviewPacket:
     if packet is None:
         raise Refused("not_found", f"There is no review packet {packet_id}.", 404)
     return packet
+
+
+def access_approval(*, user: User, approval_id: int) -> Approval:
+    """An approval, for a user who may see approvals and the runs they belong to."""
+    require(user, "agentrun.view_approval")
+    require(user, "agentrun.view_run")
+    approval = Approval.objects.filter(pk=approval_id).first()
+    if approval is None:
+        raise Refused("not_found", f"There is no approval {approval_id}.", 404)
+    return approval
 
 
 # --- writes ------------------------------------------------------------------------
