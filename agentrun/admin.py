@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.auth.admin import GroupAdmin, UserAdmin
-from django.contrib.auth.models import Group, User
 from django.db.models import Case, IntegerField, Value, When
 from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -16,7 +14,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from supportagent.adminkit import StaffSiteAdmin
+from supportagent.adminkit import StaffSiteAdmin, admin_site_harden
 
 from .auth import token_create
 from .budgets import Budget, BudgetError
@@ -357,15 +355,5 @@ class BudgetDefaultsAdmin(StaffSiteAdmin):
         super().save_model(request, obj, form, change)
 
 
-admin.site.unregister(User)
-admin.site.unregister(Group)
-
-
-@admin.register(User)
-class StaffUserAdmin(StaffSiteAdmin, UserAdmin):
-    """Django's user admin, answering a lookup it cannot run (`?date_joined__year=0`) like every other list."""
-
-
-@admin.register(Group)
-class StaffGroupAdmin(StaffSiteAdmin, GroupAdmin):
-    """Django's group admin, likewise (`?name=%00`)."""
+# The last app with admins: Django's own (users, groups) and django-axes' answer like ours.
+admin_site_harden(admin.site)

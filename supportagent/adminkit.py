@@ -32,3 +32,16 @@ class StaffSiteAdmin(admin.ModelAdmin):
         if not self.has_view_or_change_permission(request):
             raise PermissionDenied
         return super().history_view(request, object_id, extra_context)
+
+
+def admin_site_harden(site: admin.AdminSite) -> None:
+    """Give every ModelAdmin registered on `site` so far StaffSiteAdmin's answers.
+
+    For the admins that come with Django (users, groups) and django-axes (login
+    attempts); call it after every app's admin module has registered its own.
+    """
+    for model, model_admin in list(site._registry.items()):
+        if not isinstance(model_admin, StaffSiteAdmin):
+            cls = type(model_admin)
+            site.unregister(model)
+            site.register(model, type(cls.__name__, (StaffSiteAdmin, cls), {"__module__": __name__}))
