@@ -16,12 +16,24 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from supportagent.adminkit import StaffSiteAdmin, admin_site_harden
+
 from .auth import token_create
 from .budgets import Budget, BudgetError
 from .config import budget_defaults
 from .dashboard_views import refusal
 from .models import ApiToken, Approval, BudgetDefaults, PacketReview, ReviewPacket, Run, WebhookAttempt, WebhookDelivery
-from .staff import Refused, access_packet, access_run, can, do_answer_approval, do_cancel, do_review
+from .staff import (
+    Refused,
+    access_approval,
+    access_packet,
+    access_run,
+    can,
+    do_answer_approval,
+    do_cancel,
+    do_review,
+    require,
+)
 from .timeline import budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
 
 
@@ -41,7 +53,7 @@ class ReadOnly:
         return False
 
 
-class ReadOnlyAdmin(ReadOnly, admin.ModelAdmin):
+class ReadOnlyAdmin(ReadOnly, StaffSiteAdmin):
     pass
 
 
@@ -52,6 +64,14 @@ def _post_only(view):
         return view(request, *args, **kwargs)
 
     return wrapped
+
+
+def object_pk(object_id: str) -> int:
+    """The admin URL's object id as a primary key; one that is not a number names no object (0).
+
+    The access_* check then refuses a user without permission before it looks anything up.
+    """
+    return int(object_id) if str(object_id).isdigit() else 0
 
 
 def run_url(run_id: int) -> str:
@@ -100,9 +120,9 @@ class RunAdmin(ReadOnlyAdmin):
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         try:
-            run = access_run(user=request.user, run_id=int(object_id))
-        except (Refused, ValueError) as exc:
-            return refusal(request, exc if isinstance(exc, Refused) else Refused("not_found", "No such run.", 404))
+            run = access_run(user=request.user, run_id=object_pk(object_id))
+        except Refused as exc:
+            return refusal(request, exc)
         packet = packet_of(run)
         context = {
             **self.admin_site.each_context(request),
@@ -203,9 +223,9 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         try:
-            packet = access_packet(user=request.user, packet_id=int(object_id))
-        except (Refused, ValueError) as exc:
-            return refusal(request, exc if isinstance(exc, Refused) else Refused("not_found", "No such packet.", 404))
+            packet = access_packet(user=request.user, packet_id=object_pk(object_id))
+        except Refused as exc:
+            return refusal(request, exc)
         run = packet.run
         context = {
             **self.admin_site.each_context(request),
@@ -267,9 +287,10 @@ class ApprovalAdmin(ReadOnlyAdmin):
                            approval.run.ticket.ref)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        approval = Approval.objects.filter(pk=object_id).first() if str(object_id).isdigit() else None
-        if approval is None:
-            return refusal(request, Refused("not_found", "No such approval.", 404))
+        try:
+            approval = access_approval(user=request.user, approval_id=object_pk(object_id))
+        except Refused as exc:
+            return refusal(request, exc)
         return HttpResponseRedirect(run_url(approval.run_id))
 
 
@@ -304,7 +325,7 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(StaffSiteAdmin):
     """Each user manages their own tokens; the token text is shown once, at creation."""
 
     list_display = ("name", "prefix", "user", "created_at", "last_used_at", "revoked_at")
@@ -345,7 +366,7 @@ class BudgetDefaultsForm(forms.ModelForm):
 
 
 @admin.register(BudgetDefaults)
-class BudgetDefaultsAdmin(admin.ModelAdmin):
+class BudgetDefaultsAdmin(StaffSiteAdmin):
     """Supervisors edit the budget of new runs; a run keeps the budget it started with."""
 
     form = BudgetDefaultsForm
@@ -368,9 +389,17 @@ class BudgetDefaultsAdmin(admin.ModelAdmin):
         return False
 
     def changelist_view(self, request, extra_context=None):
+        try:
+            require(request.user, PERMISSION_BUDGET)  # before the one row is made
+        except Refused as exc:
+            return refusal(request, exc)
         row, _ = BudgetDefaults.objects.get_or_create(pk=1)
         return HttpResponseRedirect(reverse("admin:agentrun_budgetdefaults_change", args=[row.pk]))
 
     def save_model(self, request, obj, form, change):
         obj.pk, obj.updated_by = 1, request.user.get_username()
         super().save_model(request, obj, form, change)
+
+
+# The last app with admins: Django's own (users, groups) and django-axes' answer like ours.
+admin_site_harden(admin.site)

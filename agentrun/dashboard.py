@@ -9,15 +9,17 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
-from django.db.models import Count, Min, OuterRef, Subquery
+from django.db.models import Case, CharField, Count, Min, OuterRef, Subquery, Value, When
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from .models import ModelRequest, ReviewPacket, Run
 from .statuses import TERMINAL, Status
+from .tools import TOOLS
 
 DEFAULT_DAYS = 30
+UNKNOWN_TOOL = "unknown tool"
 
 
 class PeriodError(ValueError):
@@ -38,14 +40,24 @@ class Period:
         return datetime.combine(self.last + timedelta(days=1), time.min, tzinfo=UTC)
 
 
-def period_parse(*, first: str | None, last: str | None, today: date | None = None) -> Period:
-    """`first`..`last` as YYYY-MM-DD (inclusive); by default the last 30 days up to today."""
-    today = today or timezone.now().date()
+# The days a period may name: a run's timestamps and the day after the last one must be representable.
+EARLIEST_DAY, LATEST_DAY = date(1970, 1, 1), date(9998, 12, 31)
+
+
+def _day(text: str) -> date:
     try:
-        end = date.fromisoformat(last) if last else today
-        start = date.fromisoformat(first) if first else end - timedelta(days=DEFAULT_DAYS - 1)
+        day = date.fromisoformat(text)
     except ValueError:
         raise PeriodError("Dates are written YYYY-MM-DD.") from None
+    if not EARLIEST_DAY <= day <= LATEST_DAY:
+        raise PeriodError(f"Choose dates from {EARLIEST_DAY} to {LATEST_DAY}.")
+    return day
+
+
+def period_parse(*, first: str | None, last: str | None, today: date | None = None) -> Period:
+    """`first`..`last` as YYYY-MM-DD (inclusive); by default the last 30 days up to today."""
+    end = _day(last) if last else (today or timezone.now().date())
+    start = _day(first) if first else max(end - timedelta(days=DEFAULT_DAYS - 1), EARLIEST_DAY)
     if start > end:
         raise PeriodError("The period's first day is after its last day.")
     if (end - start).days > 3660:
@@ -133,25 +145,35 @@ def _reviews(out: Outcomes, runs) -> None:
     out.review_seconds = [max((f - c).total_seconds(), 0.0) for c, f in firsts.values_list("created_at", "first")]
 
 
+def tool_label(proposal: str) -> str:
+    """The tool a "call X" proposal names, or UNKNOWN_TOOL when X is not in the dispatch table.
+
+    A model may propose any name; only the tools that exist get a row of their own.
+    """
+    name = proposal.removeprefix("call ")
+    return name if name in TOOLS else UNKNOWN_TOOL
+
+
 def _tool_rates(runs) -> list[ToolRate]:
     """Per tool: runs whose model proposed it, and how many of those ended on it NO_PROGRESS or INVALID_OR_FORBIDDEN.
 
-    The tool a run ended on is the one its last model request proposed.
+    The tool a run ended on is the one its last model request proposed. Names not in the
+    dispatch table are counted together as UNKNOWN_TOOL (a run once, however many it proposed).
     """
+    label = Case(*(When(proposal=f"call {t}", then=Value(t)) for t in TOOLS), default=Value(UNKNOWN_TOOL),
+                 output_field=CharField())
     proposing = dict(
         ModelRequest.objects.filter(run__in=runs.values("pk"), proposal__startswith="call ")
-        .values_list("proposal").annotate(n=Count("run", distinct=True)).order_by()
+        .annotate(tool=label).values_list("tool").annotate(n=Count("run", distinct=True)).order_by()
     )
     last = ModelRequest.objects.filter(run=OuterRef("pk")).order_by("-seq").values("proposal")[:1]
-    ends = Counter(
-        runs.filter(status__in=[Status.NO_PROGRESS, Status.INVALID_OR_FORBIDDEN])
-        .annotate(last=Subquery(last)).values_list("status", "last")
-    )
-    tools = sorted({p.removeprefix("call ") for p in proposing} | {
-        (p or "").removeprefix("call ") for _, p in ends if (p or "").startswith("call ")})
+    ended_on = (runs.filter(status__in=[Status.NO_PROGRESS, Status.INVALID_OR_FORBIDDEN])
+                .annotate(last=Subquery(last)).values_list("status", "last"))
+    ends = Counter((status, tool_label(p)) for status, p in ended_on if (p or "").startswith("call "))
+    tools = sorted(set(proposing) | {t for _, t in ends}, key=lambda t: (t == UNKNOWN_TOOL, t))
     return [
-        ToolRate(t, proposing.get(f"call {t}", 0), ends[(Status.NO_PROGRESS.value, f"call {t}")],
-                 ends[(Status.INVALID_OR_FORBIDDEN.value, f"call {t}")])
+        ToolRate(t, proposing.get(t, 0), ends[(Status.NO_PROGRESS.value, t)],
+                 ends[(Status.INVALID_OR_FORBIDDEN.value, t)])
         for t in tools
     ]
 

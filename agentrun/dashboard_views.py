@@ -1,11 +1,11 @@
 """The outcomes dashboard pages in the admin (supervisors only)."""
 from __future__ import annotations
 
-import csv
-
 from django.contrib import admin, messages
 from django.http import HttpResponse, HttpResponseNotFound
 from django.template.response import TemplateResponse
+
+from supportagent.csvexport import csv_response
 
 from .dashboard import CHART_TITLES, CSV_NAMES, PeriodError, charts, csv_rows, outcomes, percent, period_parse
 from .staff import Refused, require
@@ -70,7 +70,4 @@ def dashboard_csv(request, chart: str):
     if problem:
         return HttpResponse(problem, status=400, content_type="text/plain")
     rows = csv_rows(outcomes(period=period), chart)
-    response = HttpResponse(content_type="text/csv")
-    response["Content-Disposition"] = f'attachment; filename="{chart}-{period.first}-{period.last}.csv"'
-    csv.writer(response).writerows(rows)
-    return response
+    return csv_response(rows, filename=f"{chart}-{period.first}-{period.last}.csv")

@@ -14,7 +14,7 @@ from tickets.models import Document, Ticket
 from tickets.services import PublishOutcome, document_publish
 
 from .config import ConfigError
-from .models import PacketReview, ReviewPacket, Run, RunRequest
+from .models import Approval, PacketReview, ReviewPacket, Run, RunRequest
 from .reviews import ReviewError, packet_review
 from .roles import INTEGRATIONS, SUPERVISORS
 from .services import RunError, approval_answer, investigation_start, run_cancel
@@ -37,6 +37,7 @@ _WHAT = {
     "tickets.view_ticket": ("see tickets", "Support staff"),
     "agentrun.view_run": ("see runs", "Support staff"),
     "agentrun.view_reviewpacket": ("see review packets", "Support staff"),
+    "agentrun.view_approval": ("see approvals", "Support staff"),
     "agentrun.start_investigation": ("start investigations", "Support staff"),
     "agentrun.review_packet": ("review packets", "Support staff"),
     "agentrun.cancel_run": ("cancel runs", SUPERVISORS),
@@ -46,6 +47,7 @@ _WHAT = {
     "tickets.change_ticket": ("update tickets", INTEGRATIONS),
     "tickets.add_document": ("add documents", INTEGRATIONS),
     "tickets.change_document": ("publish documents", INTEGRATIONS),
+    "agentrun.change_budget_defaults": ("change budget defaults", SUPERVISORS),
 }
 
 
@@ -86,6 +88,16 @@ def access_packet(*, user: User, packet_id: int) -> ReviewPacket:
     if packet is None:
         raise Refused("not_found", f"There is no review packet {packet_id}.", 404)
     return packet
+
+
+def access_approval(*, user: User, approval_id: int) -> Approval:
+    """An approval, for a user who may see approvals and the runs they belong to."""
+    require(user, "agentrun.view_approval")
+    require(user, "agentrun.view_run")
+    approval = Approval.objects.filter(pk=approval_id).first()
+    if approval is None:
+        raise Refused("not_found", f"There is no approval {approval_id}.", 404)
+    return approval
 
 
 # --- writes ------------------------------------------------------------------------

@@ -6,6 +6,7 @@ investigations inline. `DATABASE_URL` (PostgreSQL) and `CELERY_BROKER_URL`
 """
 import math
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -107,6 +108,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "axes",
     "tickets",
     "agentrun",
 ]
@@ -119,6 +121,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: it answers a locked-out login
 ]
 
 ROOT_URLCONF = "supportagent.urls"
@@ -178,6 +181,21 @@ def _database() -> dict:
 
 DATABASES = {"default": _database()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Admin logins are throttled by django-axes: after ADMIN_LOGIN_FAILURE_LIMIT failed logins
+# a login is refused (429), the right password included, for ADMIN_LOGIN_COOLOFF_MINUTES.
+# Failures are counted per username and address together, so that nobody can lock a user
+# out from elsewhere; "user_or_address" counts them per username and per address apart.
+# Only password logins go through axes: API tokens (agentrun.auth) are not passwords.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("ADMIN_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("ADMIN_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = {
+    "user_and_address": [["username", "ip_address"]],
+    "user_or_address": ["username", "ip_address"],
+}[env_choice("ADMIN_LOGIN_LOCKOUT_BY", ("user_and_address", "user_or_address"))]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "admin/locked_out.html"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

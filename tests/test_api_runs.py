@@ -156,6 +156,13 @@ def test_extreme_times_are_refused_not_a_server_error(client, staff_user, demo, 
     _error(client.get(f"/api/runs?{query}", **bearer(staff_user)), 422, "invalid_input")
 
 
+@pytest.mark.parametrize("query", ["since=1970-01-01T00:00:00%2B23:59", "until=9998-12-31T23:59:59-23:59",
+                                   "since=9998-12-31T23:59:59.999999-23:59&until=1970-01-01"])
+def test_times_at_the_edges_of_the_accepted_years_are_answered(client, staff_user, demo, query):
+    response = client.get(f"/api/runs?{query}", **bearer(staff_user))
+    assert response.status_code == 200 and response.json()["count"] >= 0
+
+
 def test_times_with_offsets_compare_in_utc(client, staff_user, demo):
     make_runs(1)
     auth = bearer(staff_user)

@@ -2,14 +2,16 @@
 import csv
 import io
 import re
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from agentrun.dashboard import PeriodError, outcomes, period_parse
+from agentrun.dashboard import UNKNOWN_TOOL, Period, PeriodError, outcomes, period_parse
+from agentrun.models import ModelRequest
 from agentrun.reviews import packet_review
+from tickets.models import Ticket
 from tests.staffkit import *  # noqa: F401,F403
 from tests.staffkit import make_runs
 
@@ -42,10 +44,28 @@ def test_period_excludes_runs_outside_it(five_runs):
     assert out.total_runs == 0 and out.by_stop_reason == [] and out.completion_rate == 0
 
 
-@pytest.mark.parametrize("first,last", [("2026-13-01", None), ("2026-05-02", "2026-05-01"), ("x", "y")])
+@pytest.mark.parametrize("first,last", [("2026-13-01", None), ("2026-05-02", "2026-05-01"), ("x", "y"),
+                                        ("9999-12-31", "9999-12-31"), (None, "0001-01-01"), ("0001-01-01", None),
+                                        ("1969-12-31", "1970-01-05"), (None, "99999-01-01")])
 def test_bad_periods_are_refused(first, last):
     with pytest.raises(PeriodError):
         period_parse(first=first, last=last, today=date(2026, 12, 1))
+
+
+def test_periods_at_the_edges_of_the_accepted_days():
+    assert period_parse(first=None, last="1970-01-01") == Period(date(1970, 1, 1), date(1970, 1, 1))
+    assert period_parse(first="9998-12-31", last="9998-12-31").until == datetime(9999, 1, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("query", ["first=9999-12-31&last=9999-12-31", "last=0001-01-01", "first=0001-01-01"])
+def test_out_of_range_days_are_a_form_error_on_the_page_and_a_400_for_csv(supervisor_client, five_runs, query):
+    page = supervisor_client.get(reverse("outcomes") + f"?{query}")
+    assert page.status_code == 200
+    assert "Choose dates from 1970-01-01 to 9998-12-31. Showing the last 30 days instead." in page.content.decode()
+    assert 'id="total-runs">5<' in page.content.decode()
+    response = supervisor_client.get(reverse("outcomes-csv", args=["runs"]) + f"?{query}")
+    assert (response.status_code, response["Content-Type"]) == (400, "text/plain")
+    assert response.content.decode() == "Choose dates from 1970-01-01 to 9998-12-31."
 
 
 def test_dashboard_page_draws_inline_svg_charts_with_no_external_assets(supervisor_client, five_runs):
@@ -91,3 +111,46 @@ def test_support_staff_cannot_open_the_dashboard_or_its_exports(staff_client, fi
 def test_admin_index_links_the_dashboard_for_supervisors_only(staff_client, supervisor_client, demo):
     assert reverse("outcomes") in supervisor_client.get(reverse("admin:index")).content.decode()
     assert reverse("outcomes") not in staff_client.get(reverse("admin:index")).content.decode()
+
+
+def _csv(client, name: str) -> list[list[str]]:
+    response = client.get(reverse("outcomes-csv", args=[name]))
+    assert response.status_code == 200
+    return list(csv.reader(io.StringIO(response.content.decode())))
+
+
+def _propose(run, *names: str) -> None:
+    """Later model requests of `run` proposing calls to `names`, the last one last."""
+    request = ModelRequest.objects.get(run=run, seq=1)
+    for seq, name in enumerate(names, start=2):
+        request.pk, request.seq, request.proposal = None, seq, f"call {name}"
+        request.save(force_insert=True)
+
+
+@pytest.fixture
+def unknown_tools(five_runs):
+    """The NO_PROGRESS run ends on a call to `=1+1`; the INVALID_OR_FORBIDDEN one proposes two unknown names."""
+    _propose(five_runs[2], "=1+1")
+    _propose(five_runs[3], '=HYPERLINK("http://example.test")', "@SUM(A1)")
+    return five_runs
+
+
+def test_tool_names_not_in_the_dispatch_table_are_one_unknown_tool_row(unknown_tools):
+    rates = [(t.tool, t.runs_proposing, t.no_progress, t.invalid_or_forbidden)
+             for t in outcomes(period=period_parse(first=None, last=None)).tool_rates]
+    assert rates == [("read_job_status", 5, 0, 0), (UNKNOWN_TOOL, 2, 1, 1)]
+
+
+def test_unknown_tool_names_reach_neither_the_page_nor_the_csv(supervisor_client, unknown_tools):
+    page = supervisor_client.get(reverse("outcomes")).content.decode()
+    assert "unknown tool · NO_PROGRESS" in page
+    assert "1+1" not in page and "HYPERLINK" not in page and "SUM(A1)" not in page
+    assert _csv(supervisor_client, "tool-rates")[1:] == [
+        ["read_job_status", "5", "0", "0.0", "0", "0.0"], ["unknown tool", "2", "1", "0.5", "1", "0.5"]]
+
+
+def test_csv_cells_that_would_start_a_formula_are_quoted(supervisor_client, five_runs):
+    Ticket.objects.filter(ref="T-1001").update(ref="=1+1")
+    rows = _csv(supervisor_client, "runs")
+    assert {row[1] for row in rows[1:]} == {"'=1+1"}
+    assert [row[4] for row in rows[1:]] == ["2"] * 5  # numbers stay numbers

@@ -7,7 +7,9 @@ from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
 
 from agentrun.models import ReviewPacket, Run
-from agentrun.staff import Refused, can, do_investigate
+from agentrun.dashboard_views import refusal
+from agentrun.staff import Refused, can, do_investigate, require
+from supportagent.adminkit import StaffSiteAdmin
 
 from .models import (
     Account,
@@ -28,7 +30,7 @@ def _progress_url(run_id: int) -> str:
 
 
 @admin.register(Ticket)
-class TicketAdmin(admin.ModelAdmin):
+class TicketAdmin(StaffSiteAdmin):
     list_display = ("ref", "subject", "account", "latest_run_status", "packet_state", "created_at")
     list_select_related = ("account",)
     search_fields = ("ref", "subject")
@@ -69,11 +71,16 @@ class TicketAdmin(admin.ModelAdmin):
         return super().change_view(request, object_id, form_url, extra_context=extra)
 
     def investigate_view(self, request, ticket_id: int):
+        """Start a run from the ticket's page. Permission is checked before the ticket is looked up,
+        so that a user who may not investigate gets the same answer for any ticket id."""
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
+        try:
+            require(request.user, "agentrun.start_investigation")
+            require(request.user, "tickets.view_ticket")
+        except Refused as exc:
+            return refusal(request, exc)
         ticket = Ticket.objects.filter(pk=ticket_id).first()
-        can_view = self.has_view_permission(request)
-        back = reverse("admin:tickets_ticket_change", args=[ticket_id]) if can_view else reverse("admin:index")
         if ticket is None:
             messages.error(request, f"There is no ticket {ticket_id}.")
             return HttpResponseRedirect(reverse("admin:tickets_ticket_changelist"))
@@ -81,7 +88,7 @@ class TicketAdmin(admin.ModelAdmin):
             run, _ = do_investigate(user=request.user, ticket=ticket, via="admin")
         except Refused as exc:
             messages.error(request, exc.message)
-            return HttpResponseRedirect(back)
+            return HttpResponseRedirect(reverse("admin:tickets_ticket_change", args=[ticket_id]))
         messages.success(request, f"Investigation of {ticket.ref} started (run {run.pk}).")
         return HttpResponseRedirect(_progress_url(run.pk))
 
@@ -103,7 +110,7 @@ class TicketAdmin(admin.ModelAdmin):
 
 
 @admin.register(Evidence)
-class EvidenceAdmin(admin.ModelAdmin):
+class EvidenceAdmin(StaffSiteAdmin):
     list_display = ("ticket", "ref_label", "tool", "source_ref", "truncated", "captured_at")
     list_select_related = ("ticket",)
     list_filter = ("tool",)
@@ -126,14 +133,14 @@ class RevisionInline(admin.TabularInline):
 
 
 @admin.register(Document)
-class DocumentAdmin(admin.ModelAdmin):
+class DocumentAdmin(StaffSiteAdmin):
     list_display = ("code", "title", "public", "origin")
     readonly_fields = ("origin",)  # set by import_docs and the API only: it decides what --prune may retire
     inlines = [RevisionInline]
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(StaffSiteAdmin):
     """Supervisors may mark a job sensitive: lookups of it then wait for a supervisor's approval."""
 
     list_display = ("ref", "account", "kind", "status", "error_code", "sensitive")
@@ -150,11 +157,11 @@ class IncidentInline(admin.TabularInline):
 
 
 @admin.register(Service)
-class ServiceAdmin(admin.ModelAdmin):
+class ServiceAdmin(StaffSiteAdmin):
     list_display = ("name", "status")
     inlines = [IncidentInline]
 
 
-admin.site.register(Account, list_display=("code", "name", "workspace"))
-admin.site.register(CustomerUser, list_display=("email", "account", "role"))
-admin.site.register(CustomerSession, list_display=("ref", "account", "user", "verified"))
+admin.site.register(Account, StaffSiteAdmin, list_display=("code", "name", "workspace"))
+admin.site.register(CustomerUser, StaffSiteAdmin, list_display=("email", "account", "role"))
+admin.site.register(CustomerSession, StaffSiteAdmin, list_display=("ref", "account", "user", "verified"))
