@@ -1,9 +1,11 @@
 """Metrics of the runs: counted where the facts are decided, once, after the commit, with bounded labels."""
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
@@ -123,3 +125,11 @@ def test_model_labels_come_from_configuration(name, label):
 
 def test_a_tool_label_is_a_tool_of_the_dispatch_table():
     assert (tool_label("search_docs"), tool_label("rm -rf")) == ("search_docs", "unknown")
+
+
+def test_the_example_dashboard_uses_metrics_that_exist(play):
+    play([J42, DOCS, DRAFT])
+    served = {name for name, _ in scrape()}
+    dashboard = (settings.BASE_DIR / "deploy" / "grafana-dashboard.json").read_text()
+    used = set(re.findall(r"supportagent_\w+", dashboard))
+    assert used and used <= served, used - served
