@@ -77,23 +77,20 @@ def run_ended(*, status: str, model: str, seconds: float, tokens: int, cost_micr
 
 
 def model_request_settled(*, model: str, outcome: str, latency_ms: int | None) -> None:
-    label = model_label(model)
-
-    def count() -> None:
-        MODEL_REQUESTS.labels(label, outcome).inc()
-        if latency_ms is not None:
-            MODEL_SECONDS.labels(label).observe(latency_ms / 1000)
-
-    after_commit(count)
+    _settled(MODEL_REQUESTS, MODEL_SECONDS, model_label(model), outcome, latency_ms)
 
 
 def dispatch_settled(*, tool: str, outcome: str, latency_ms: int | None) -> None:
-    label = tool_label(tool)
+    _settled(DISPATCHES, DISPATCH_SECONDS, tool_label(tool), outcome, latency_ms)
+
+
+def _settled(total: Counter, seconds: Histogram, label: str, outcome: str, latency_ms: int | None) -> None:
+    """An operation settled: its outcome counted, its latency observed (unknown for one cut off)."""
 
     def count() -> None:
-        DISPATCHES.labels(label, outcome).inc()
+        total.labels(label, outcome).inc()
         if latency_ms is not None:
-            DISPATCH_SECONDS.labels(label).observe(latency_ms / 1000)
+            seconds.labels(label).observe(latency_ms / 1000)
 
     after_commit(count)
 
