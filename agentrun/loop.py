@@ -23,6 +23,7 @@ import psycopg
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
+from supportagent.logs import log_step, run_logging
 from supportagent.rows import row_get
 from tickets.selectors import SessionScope
 
@@ -60,14 +61,23 @@ def run_advance(run_id: int, *, adapter: ModelAdapter | None = None, dispatcher:
     if transaction.get_connection().in_atomic_block:
         raise RuntimeError("run_advance commits each step; call it outside any transaction")
     owner = worker_identity()
+    with run_logging(run_id, owner):
+        return _drive(run_id, owner, adapter, dispatcher)
+
+
+def _drive(run_id: int, owner: str, adapter: ModelAdapter | None, dispatcher: Dispatcher | None) -> Run:
     step = on_fresh_connection(lambda retry: run_begin(run_id=run_id, owner=owner))
     run = step.run  # with its ticket and session, as the operations see them
+    log_step("begin", ticket=run.ticket.ref if Run.ticket.is_cached(run) else "")
     if step.op is not None:
         adapter = adapter or adapter_for_run(run)
         dispatcher = dispatcher or dispatcher_for_run(run)
         budget = run.get_budget()
+        log.info("run %s taken up (%s)", run_id, run.status)
     while step.op is not None:
+        log_step(name := _step_name(step.op))
         result = _execute(step.op, run, budget, adapter, dispatcher)
+        log.info("run %s: %s answered in %d ms", run_id, name, result.latency_ms)
         done = step
         # Tried again, the step reads the run whole: the failed try changed the objects it was handed.
         step = on_fresh_connection(lambda retry: run_record(
@@ -76,9 +86,13 @@ def run_advance(run_id: int, *, adapter: ModelAdapter | None = None, dispatcher:
         if step.landed:  # the step committed, its answer was lost: resume from what it wrote
             step = on_fresh_connection(lambda retry: run_begin(run_id=run_id, owner=owner))
         run = step.run or run  # the same object, unless a retry read it anew
-    if step.run is not None:  # as the last step wrote it
-        return step.run
-    return row_get(Run, run_id)
+    run = step.run if step.run is not None else row_get(Run, run_id)  # as the last step wrote it
+    log.info("run %s left %s", run_id, run.status)
+    return run
+
+
+def _step_name(op: Operation) -> str:
+    return f"model_request {op.index + 1}" if isinstance(op, ModelOp) else f"dispatch {op.seq} {op.tool}"
 
 
 def on_fresh_connection(call: Callable[[bool], T]) -> T:

@@ -1,10 +1,12 @@
 """Reads about runs: a run locked for a step, the context a model is shown, the report."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Count, Min
 from django.utils import timezone
 
 from supportagent.rows import column, columns, field, row_from, rows_convert, table, width
@@ -12,7 +14,7 @@ from tickets.models import CustomerSession, Evidence, Ticket
 
 from .budgets import Budget
 from .context import AttemptItem, Context, EvidenceItem, fit_context
-from .models import ModelRequest, Observation, Run, ToolAttempt
+from .models import Approval, ModelRequest, Observation, Run, ToolAttempt
 from .operations import Tally
 from .statuses import ACTIVE, Status
 from .tools import TOOLS
@@ -218,3 +220,23 @@ def _packet(packet) -> dict[str, Any]:
         "budget_spent": packet.budget_spent,
         "review_state": packet.review_state,
     }
+
+
+@dataclass(frozen=True)
+class QueueFigures:
+    queued: int
+    oldest_age: float  # seconds; 0 when none is queued
+    approvals_waiting: int
+
+
+def queue_figures() -> QueueFigures:
+    """How many runs wait for a worker and for how long, and how many calls wait for a supervisor.
+
+    Two reads, each within an index: queued runs by the run's (status, deadline_at) index
+    (only the queued rows are visited), pending approvals by their partial unique index.
+    """
+    queued = Run.objects.filter(status=Status.QUEUED).aggregate(n=Count("pk"), oldest=Min("created_at"))
+    oldest = queued["oldest"]
+    age = max((timezone.now() - oldest).total_seconds(), 0.0) if oldest else 0.0
+    waiting = Approval.objects.filter(state=Approval.State.PENDING).count()
+    return QueueFigures(queued["n"], age, waiting)

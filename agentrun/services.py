@@ -16,6 +16,7 @@ from kombu.exceptions import OperationalError as BrokerUnavailable
 from supportagent.rows import row_insert
 from tickets.models import CustomerSession, Ticket
 
+from . import metrics
 from .budgets import Budget
 from .config import ConfigError, default_budget
 from .models import Approval, Run
@@ -80,6 +81,7 @@ def run_start(
         deadline_at=now + timedelta(seconds=budget.deadline_seconds),
     )
     row_insert(run)
+    metrics.run_started(model_name)
     return run
 
 

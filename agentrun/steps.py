@@ -29,6 +29,7 @@ from supportagent.rows import column, execute_later, row_insert_later, row_updat
 from tickets.selectors import Forbidden, SessionScope, evidence_refs_for_ticket
 from tickets.services import evidence_record
 
+from . import metrics
 from .adapters.base import ModelError, ModelResponse
 from .budgets import COUNT_LIMIT, Budget, allowances, check_before_request, cost_micros, tool_attempts_left
 from .decisions import (
@@ -143,6 +144,7 @@ def _held_by_other(run: Run, owner: str, now: datetime) -> bool:
 def _discard_late_result(run: Run, op: Operation, owner: str) -> None:
     what = "model request" if isinstance(op, ModelOp) else f"{op.tool} dispatch"
     log.warning("run %s: a late result of a %s was discarded", run.pk, what)
+    metrics.watchdog_acted(metrics.LATE_RESULT)
     Observation.objects.create(
         run=run, kind=Observation.DISCARDED,
         text=f"A result of a {what} arrived after the run had moved on (worker {owner}); it was not used.",
@@ -188,6 +190,7 @@ def run_expire(*, run_id: int) -> bool:
             _charge(run, request, whole_reservation=True)
             request.outcome, request.finished_at = ModelRequest.Outcome.DEADLINE, now
             request.save()
+            metrics.model_request_settled(model=run.model_name, outcome=request.outcome, latency_ms=None)
         run.attempts.filter(outcome=ToolAttempt.Outcome.PENDING).update(
             outcome=ToolAttempt.Outcome.TIMEOUT, finished_at=now
         )
@@ -280,6 +283,7 @@ def _record_model(run: Run, op: ModelOp, res: OpResult, now: datetime) -> Operat
         proposal = Malformed(response.cut_short) if response.cut_short else parse_reply(response.payload)
         nxt = _decide(run, request, proposal, now)
     row_update_later(request, REQUEST_RESULT_FIELDS, by=("run", "seq"))
+    metrics.model_request_settled(model=run.model_name, outcome=request.outcome, latency_ms=request.latency_ms)
     return _stop(run, stop, now) if stop is not None else nxt
 
 
@@ -437,9 +441,11 @@ def _recover_interrupted(run: Run, now: datetime) -> None:
         _charge(run, request, whole_reservation=True)
         request.outcome, request.finished_at = ModelRequest.Outcome.INTERRUPTED, now
         request.save()
+        metrics.model_request_settled(model=run.model_name, outcome=request.outcome, latency_ms=None)
     for attempt in run.attempts.filter(outcome=ToolAttempt.Outcome.PENDING):
         attempt.outcome, attempt.finished_at = ToolAttempt.Outcome.INTERRUPTED, now
         attempt.save()
+        metrics.dispatch_settled(tool=attempt.tool, outcome=attempt.outcome, latency_ms=None)
         Observation.objects.create(
             run=run, kind="interrupted",
             text=f"The {attempt.tool} call was interrupted and its result is unknown. It counts as the last call"
@@ -461,6 +467,7 @@ def _record_dispatch(run: Run, op: DispatchOp, res: OpResult, now: datetime) -> 
     else:
         _record_result(run, attempt, outcome.value)
     row_update_later(attempt, ATTEMPT_RESULT_FIELDS, by=("run", "seq"))
+    metrics.dispatch_settled(tool=op.tool, outcome=attempt.outcome, latency_ms=attempt.latency_ms)
     if run.time_left(now) <= 0 or (isinstance(outcome, TimedOut) and res.by_deadline):
         return _stop(run, Stop(Status.DEADLINE, note=f"the deadline passed during {op.tool}"), now)
     # A backend that learns only from its reply that a job is another account's (Forbidden) or
@@ -522,6 +529,8 @@ def _stop(run: Run, stop: Stop, now: datetime, *, draft: Draft | None = None) ->
     run.cost_used_micros += run.cost_reserved_micros
     run.tokens_reserved = run.cost_reserved_micros = 0
     run.pending_call = None
+    metrics.run_ended(status=stop.status, model=run.model_name, seconds=(now - run.created_at).total_seconds(),
+                      tokens=run.tokens_used, cost_micros=run.cost_used_micros)
     packet_write(run=run, stop=stop, draft=draft, now=now)
     _expire_approvals(run)
     return None

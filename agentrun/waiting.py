@@ -6,6 +6,7 @@ can never authorize another action.
 """
 from __future__ import annotations
 
+import contextvars
 import queue
 import threading
 from collections.abc import Callable
@@ -39,7 +40,8 @@ def call_with_timeout(fn: Callable[[], Any], timeout: float) -> Result:
     runner = _runner()
     with _idle_lock:
         _busy.add(runner)
-    runner.jobs.put((fn, box, done))
+    # The operation runs in the caller's context (its log lines name the caller's run).
+    runner.jobs.put((contextvars.copy_context().run, fn, box, done))
     if done.wait(max(timeout, 0.0)):
         return box[0]
     return TimedOut()
@@ -60,9 +62,9 @@ class _Runner(threading.Thread):
 
     def run(self) -> None:
         while True:
-            fn, box, done = self.jobs.get()
+            in_context, fn, box, done = self.jobs.get()
             try:
-                box.append(Finished(fn()))
+                box.append(Finished(in_context(fn)))
             except BaseException as exc:  # handed to the loop, which records it
                 box.append(Raised(exc))
             finally:

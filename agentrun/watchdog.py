@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
+from . import metrics
 from .models import Approval, Run
 from .services import enqueue_advance
 from .statuses import ACTIVE, Status
@@ -32,6 +33,7 @@ def watchdog_pass() -> WatchdogPass:
     now = timezone.now()
     overdue = Run.objects.filter(status__in=ACTIVE, deadline_at__lte=now).values_list("pk", flat=True)
     expired = [run_id for run_id in overdue if run_expire(run_id=run_id)]
+    metrics.watchdog_acted(metrics.DEADLINE_END, len(expired))
     stale = now - timedelta(seconds=settings.AGENT_QUEUED_GRACE_SECONDS)
     unclaimed = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
     granted_untaken = Approval.objects.filter(run=OuterRef("pk"), state=Approval.State.GRANTED, decided_at__lt=stale)
@@ -47,4 +49,5 @@ def watchdog_pass() -> WatchdogPass:
         if run_requeue(run_id=run_id, grace_seconds=settings.AGENT_QUEUED_GRACE_SECONDS):
             enqueue_advance(run_id)
             requeued.append(run_id)
+    metrics.watchdog_acted(metrics.REQUEUE, len(requeued))
     return WatchdogPass(expired, requeued)

@@ -23,7 +23,9 @@ Measures, in one run:
   wall time is waiting or work, and the best efficiency that CPU time allows on
   this machine's cores (the workers' CPU per run against the client CPU of one
   run at a time is what driving dozens of runs in the threads of one process adds);
-* a worker's resident memory after 10,000 runs against after 100.
+* a worker's resident memory after 10,000 runs against after 100;
+* milliseconds per run with the Prometheus metrics counted and with them off
+  (AGENT_METRICS), taking turns, as a ratio.
 
 Statements are counted as Django sends them (the floor's as psycopg does); a
 step's held writes, sent as one statement on PostgreSQL, count once; BEGIN and
@@ -64,6 +66,7 @@ import django  # noqa: E402
 django.setup()
 
 import psycopg  # noqa: E402
+from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.db.backends.signals import connection_created  # noqa: E402
@@ -229,6 +232,23 @@ def timed(fns, n: int) -> tuple[list[list[float]], list[list[float]]]:
             spent.append((time.perf_counter() - began) * 1000)
             used.append((time.process_time() - began_cpu) * 1000)
     return times, cpu
+
+
+def metrics_figures(ticket: Ticket, n: int) -> dict:
+    """Milliseconds per run with the metrics counted and with them off, the two taking turns."""
+    def run_with_metrics(on: bool):
+        def run() -> None:
+            settings.AGENT_METRICS = on
+            run_advance(start(ticket).pk)
+        return run
+
+    (on, off), _ = timed([run_with_metrics(True), run_with_metrics(False)], n)
+    settings.AGENT_METRICS = True
+    return {
+        "metrics_on_ms_per_run_median": round(statistics.median(on), 2),
+        "metrics_off_ms_per_run_median": round(statistics.median(off), 2),
+        "metrics_overhead_ratio": round(statistics.median(on) / statistics.median(off), 3),
+    }
 
 
 def p95(values: list[float]) -> float:
@@ -536,6 +556,7 @@ def main() -> int:
         "sql_alone_ms_per_run_median": round(statistics.median(sql_alone), 2),
         "sql_alone_ratio_to_floor": round(statistics.median(sql_alone) / statistics.median(base), 2),
     }
+    figures |= metrics_figures(ticket, args.runs)
     with psycopg.connect(conninfo, autocommit=True) as floor:
         figures |= concurrency_figures(ticket, floor, args.concurrency_runs, args.concurrency, args.latency_ms / 1000,
                                        args.workers, args.rounds)

@@ -4,6 +4,7 @@ With no environment set the app runs on a SQLite file and executes
 investigations inline. `DATABASE_URL` (PostgreSQL) and `CELERY_BROKER_URL`
 (Redis) switch to the production shape. Bad values raise ImproperlyConfigured.
 """
+import ipaddress
 import math
 import os
 from datetime import timedelta
@@ -114,6 +115,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "supportagent.ops.OpsMiddleware",  # /healthz, /readyz, /metrics: before the host check and the HTTPS redirect
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -350,11 +352,58 @@ AGENT_SERVICE_STATUS_URL = (
     if AGENT_SERVICE_STATUS_BACKEND == "http" else env_str("AGENT_SERVICE_STATUS_URL")
 )
 
+def env_port(name: str) -> int:
+    """A TCP port, or 0 (unset) for none."""
+    raw = env_str(name)
+    try:
+        value = int(raw) if raw else 0
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a port number, got {raw!r}") from None
+    if not 0 <= value <= 65535:
+        raise ImproperlyConfigured(f"{name} must be a port number from 1 to 65535 (0 or unset: none), got {raw!r}")
+    return value
+
+
+def env_networks(name: str, default: list[str]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """Comma-separated addresses or networks (`10.0.0.0/8`, `::1`)."""
+    try:
+        return tuple(ipaddress.ip_network(item, strict=False) for item in env_list(name, default))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must list IP addresses or networks: {exc}") from None
+
+
+def env_token(name: str) -> str:
+    """A shared secret, empty when unset; a short one is refused."""
+    token = env_str(name)
+    if token and len(token) < 24:
+        raise ImproperlyConfigured(f"{name} must be at least 24 random characters when set")
+    return token
+
+
+# Monitoring (README: Monitoring). Metrics are counted unless AGENT_METRICS is off; /metrics on the web
+# process answers the listed addresses, or anyone with the bearer token; each worker process serves its
+# own on AGENT_METRICS_PORT (0: none) at AGENT_METRICS_BIND.
+AGENT_METRICS = env_bool("AGENT_METRICS", True)
+AGENT_METRICS_ALLOWED = env_networks("AGENT_METRICS_ALLOWED", ["127.0.0.1", "::1"])
+AGENT_METRICS_TOKEN = env_token("AGENT_METRICS_TOKEN")
+AGENT_METRICS_PORT = env_port("AGENT_METRICS_PORT")
+AGENT_METRICS_BIND = env_str("AGENT_METRICS_BIND", "127.0.0.1")
+# "json": one JSON object per line, with the run, ticket, step and worker of the loop's lines.
+AGENT_LOG_FORMAT = env_choice("AGENT_LOG_FORMAT", ("plain", "json"))
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"agentrun": {"handlers": ["console"], "level": env_str("AGENT_LOG_LEVEL", "WARNING")}},
+    "filters": {"run_context": {"()": "supportagent.logs.RunContextFilter"}},
+    "formatters": {"json": {"()": "supportagent.logs.JsonFormatter"}},
+    "handlers": {"console": {
+        "class": "logging.StreamHandler", "filters": ["run_context"],
+        **({"formatter": "json"} if AGENT_LOG_FORMAT == "json" else {}),
+    }},
+    "loggers": {
+        "agentrun": {"handlers": ["console"], "level": env_str("AGENT_LOG_LEVEL", "WARNING")},
+        "supportagent": {"handlers": ["console"], "level": env_str("AGENT_LOG_LEVEL", "WARNING")},
+    },
 }
 if AGENT_LOG_PROMPTS == "redacted":  # the redacted prompts are logged at INFO, whatever AGENT_LOG_LEVEL says
     LOGGING["loggers"]["agentrun.providers"] = {"level": "INFO"}

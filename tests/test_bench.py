@@ -12,7 +12,8 @@ import psycopg
 from tests.workers import ROOT
 
 KEYS = {"commits_per_cycle", "statements_per_run", "ms_per_run_median", "floor_ms_per_run_median", "ratio_to_floor",
-        "sql_alone_ratio_to_floor", "concurrency_efficiency", "floor_concurrency_efficiency", "rss_growth_ratio"}
+        "sql_alone_ratio_to_floor", "concurrency_efficiency", "floor_concurrency_efficiency", "rss_growth_ratio",
+        "metrics_on_ms_per_run_median", "metrics_off_ms_per_run_median", "metrics_overhead_ratio"}
 
 
 SERVER = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
@@ -44,6 +45,7 @@ def test_the_benchmark_prints_its_figures_as_json():
         assert 0 < figures[f"{side}_cpu_busy"] <= 1
         assert 0 < figures[f"{side}_cpu_bound_efficiency"] <= 1
     assert figures["rss_growth_ratio"] > 0
+    assert figures["metrics_on_ms_per_run_median"] > 0 and figures["metrics_off_ms_per_run_median"] > 0
 
 
 def test_the_benchmark_refuses_a_concurrency_the_database_cannot_connect():

@@ -81,3 +81,20 @@ def test_run_scenario_refuses_a_file_that_is_not_utf8(demo_committed, tmp_path):
     with pytest.raises(CommandError, match="not UTF-8"):
         call_command("run_scenario", str(path))
     assert not Run.objects.exists()
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("AGENT_METRICS_ALLOWED", "10.0.0.0/8, intranet", "AGENT_METRICS_ALLOWED must list IP addresses or networks"),
+    ("AGENT_METRICS_PORT", "70000", "AGENT_METRICS_PORT must be a port number"),
+    ("AGENT_METRICS_PORT", "metrics", "AGENT_METRICS_PORT must be a port number"),
+    ("AGENT_METRICS_TOKEN", "short", "AGENT_METRICS_TOKEN must be at least 24"),
+    ("AGENT_LOG_FORMAT", "xml", "AGENT_LOG_FORMAT must be one of plain, json"),
+])
+def test_a_bad_monitoring_setting_stops_the_process(name, value, message):
+    done = manage_check(**{name: value})
+    assert done.returncode != 0 and message in done.stderr
+
+
+def test_monitoring_settings_that_fit_start():
+    assert manage_check(AGENT_METRICS_ALLOWED="10.0.0.0/8, ::1, 192.168.1.7", AGENT_METRICS_PORT="9101",
+                        AGENT_METRICS_TOKEN="t" * 8 + "0123456789abcdef", AGENT_LOG_FORMAT="JSON").returncode == 0
