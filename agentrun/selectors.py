@@ -12,7 +12,7 @@ from tickets.models import CustomerSession, Evidence, Ticket
 
 from .budgets import Budget
 from .context import AttemptItem, Context, EvidenceItem, fit_context
-from .models import ModelRequest, Observation, Run, ToolAttempt
+from .models import ModelRequest, Observation, Run, StaffPreference, ToolAttempt, default_time_zone
 from .operations import Tally
 from .statuses import ACTIVE, Status
 from .tools import TOOLS
@@ -218,3 +218,9 @@ def _packet(packet) -> dict[str, Any]:
         "budget_spent": packet.budget_spent,
         "review_state": packet.review_state,
     }
+
+
+def staff_time_zone(*, user_id: int) -> str:
+    """The time zone a staff member sees times in: their preference, else settings.TIME_ZONE."""
+    zone = StaffPreference.objects.filter(user_id=user_id).values_list("time_zone", flat=True).first()
+    return zone or default_time_zone()

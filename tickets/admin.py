@@ -131,6 +131,31 @@ class DocumentAdmin(admin.ModelAdmin):
     inlines = [RevisionInline]
 
 
+@admin.register(DocumentRevision)
+class DocumentRevisionAdmin(admin.ModelAdmin):
+    """One revision as evidence cites it ("DOC-EXPORT-7 revision r3"); revisions are edited with their document."""
+
+    list_display = ("document", "label", "is_current", "published_at")
+    list_select_related = ("document",)
+    list_filter = ("is_current",)
+    search_fields = ("document__code", "document__title")
+    fields = ("document", "label", "is_current", "published_at", "body")
+    readonly_fields = fields
+
+    @admin.display(description="revision", ordering="number")
+    def label(self, revision):
+        return revision.label
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
     """Supervisors may mark a job sensitive: lookups of it then wait for a supervisor's approval."""
