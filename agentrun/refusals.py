@@ -37,7 +37,8 @@ def _call_reason(call: Call, stop: Stop, staff_reason: str) -> str:
     if stop.status == Status.TOOL_LIMIT:
         return "Every tool attempt in the budget was already spent."
     if stop.detail == Detail.UNKNOWN_TOOL:
-        return f"There is no tool named “{call.tool}”; the tools are {', '.join(TOOLS)}."
+        *others, last = TOOLS
+        return f"There is no tool named “{call.tool}”; the tools are {', '.join(others)} and {last}."
     if stop.detail == Detail.BAD_ARGUMENTS:
         return f"The arguments do not fit {call.tool}: {stop.note}."
     if stop.detail == Detail.CALL_ID_CONFLICT:

@@ -47,7 +47,8 @@ def cut_excerpt(text: str, width: int = 320) -> str:
     """`text` in at most about `width` characters, cut at a sentence end or else between words.
 
     An excerpt that already begins or ends inside a longer text (marked with an ellipsis)
-    loses its partial first and last words. Whatever was left out is marked with an ellipsis.
+    loses its partial first and last words (and ends at a sentence end when one is in its
+    second half). Whatever was left out is marked with an ellipsis.
     """
     text = " ".join((text or "").split())
     lead, tail = text.startswith(ELLIPSIS), text.endswith(ELLIPSIS)
@@ -55,7 +56,7 @@ def cut_excerpt(text: str, width: int = 320) -> str:
     if lead and " " in text:
         text = text.split(" ", 1)[1]
     if tail and " " in text:
-        text = text.rsplit(" ", 1)[0]
+        text = _cut(text, len(text) - 1)  # without its partial last word, at a sentence end if one is near
     if len(text) > width:
         text, tail = _cut(text, width), True
     text = text.rstrip(",;:- ")
