@@ -73,6 +73,12 @@ def packet_url(packet_id: int) -> str:
     return reverse("admin:agentrun_reviewpacket_change", args=[packet_id])
 
 
+def _explanation(run: Run, packet: ReviewPacket | None) -> str:
+    """The stop reason in words; a refused proposal's own reason (shown beside it) replaces the run's note."""
+    note = "" if packet is not None and packet.refused else run.stop_note
+    return stop_explanation(run.status, run.detail, note, model_name=run.model_name)
+
+
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
     list_display = ("id", "ticket_link", "status", "detail", "model_name", "requests", "attempts", "created_at",
@@ -122,7 +128,7 @@ class RunAdmin(ReadOnlyAdmin):
             "run": run,
             "packet": packet,
             "actor": investigator(run.model_name),
-            "explanation": stop_explanation(run.status, run.detail, run.stop_note, model_name=run.model_name),
+            "explanation": _explanation(run, packet),
             "timeline": run_timeline(run=run),
             "evidence": evidence_for(ticket_id=run.ticket_id, refs=list(run.evidence_refs)),
             "bars": budget_bars(run=run),
@@ -232,7 +238,7 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
             "spent": spent_rows(packet.budget_spent),
             "handoff": packet.stop_reason == Status.NEEDS_HELP,
             "evidence": evidence_for(ticket_id=run.ticket_id, refs=list(packet.evidence_refs)),
-            "explanation": stop_explanation(packet.stop_reason, packet.detail, packet.stop_note, model_name=run.model_name),
+            "explanation": _explanation(run, packet),
             "reviews": list(packet.reviews.select_related("reviewer")),
             "can_review": can(request.user, "agentrun.review_packet"),
             "note": request.GET.get("note", ""),

@@ -232,7 +232,7 @@ class Bar:
         """"used of limit" in the unit a person reads: dollars for money."""
         if self.unit == "micro-dollars":
             return f"{dollars(int(self.used))} of {dollars(int(self.limit))}"
-        return f"{self.used:g}{self.unit} of {self.limit:g}{self.unit}"
+        return f"{self.used:,g}{self.unit} of {self.limit:,g}{self.unit}"
 
     def as_dict(self) -> dict[str, Any]:
         return {"label": self.label, "used": self.used, "limit": self.limit, "percent": self.percent}
