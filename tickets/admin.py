@@ -6,6 +6,7 @@ from django.db.models import OuterRef, Subquery
 from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
 
+from agentrun.admin import ReadOnlyAdmin
 from agentrun.models import ReviewPacket, Run
 from agentrun.staff import Refused, can, do_investigate
 
@@ -132,7 +133,7 @@ class DocumentAdmin(admin.ModelAdmin):
 
 
 @admin.register(DocumentRevision)
-class DocumentRevisionAdmin(admin.ModelAdmin):
+class DocumentRevisionAdmin(ReadOnlyAdmin):
     """One revision as evidence cites it ("DOC-EXPORT-7 revision r3"); revisions are edited with their document."""
 
     list_display = ("document", "label", "is_current", "published_at")
@@ -145,15 +146,6 @@ class DocumentRevisionAdmin(admin.ModelAdmin):
     @admin.display(description="revision", ordering="number")
     def label(self, revision):
         return revision.label
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Job)
