@@ -208,9 +208,8 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
 
     @admin.display(description="summary")
     def short_summary(self, packet):
-        text = packet.summary or (
-            "(no summary: handed to a person)" if packet.stop_reason == Status.NEEDS_HELP else "(no summary: stopped early)"
-        )
+        handoff = packet.stop_reason == Status.NEEDS_HELP
+        text = packet.summary or ("(no summary: handed to a person)" if handoff else "(no summary: stopped early)")
         return text if len(text) <= 90 else text[:89] + "…"
 
     def get_urls(self):

@@ -232,7 +232,9 @@ def packet_out(packet: ReviewPacket) -> dict[str, Any]:
         "evidence": [e.as_dict() for e in evidence_for(ticket_id=run.ticket_id, refs=list(packet.evidence_refs))],
         "attempts": packet.attempts, "open_questions": packet.open_questions,
         "stop_reason": packet.stop_reason, "detail": packet.detail or None,
-        "stop_explanation": stop_explanation(packet.stop_reason, packet.detail, packet.stop_note, model_name=run.model_name),
+        "stop_explanation": stop_explanation(
+            packet.stop_reason, packet.detail, packet.stop_note, model_name=run.model_name
+        ),
         "refused": packet.refused, "budget_spent": packet.budget_spent, "review_state": packet.review_state,
         "reviews": [review_out(r) for r in reviews], "created_at": packet.created_at,
     }
