@@ -22,7 +22,19 @@ from .auth import token_create
 from .budgets import Budget, BudgetError
 from .config import budget_defaults
 from .dashboard_views import refusal
-from .models import ApiToken, Approval, BudgetDefaults, PacketReview, ReviewPacket, Run, WebhookAttempt, WebhookDelivery
+from .middleware import SESSION_KEY as TIME_ZONE_SESSION_KEY
+from .models import (
+    ApiToken,
+    Approval,
+    BudgetDefaults,
+    PacketReview,
+    ReviewPacket,
+    Run,
+    StaffPreference,
+    WebhookAttempt,
+    WebhookDelivery,
+    available_time_zones,
+)
 from .staff import (
     Refused,
     access_approval,
@@ -34,7 +46,16 @@ from .staff import (
     do_review,
     require,
 )
-from .timeline import budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
+from .statuses import Status
+from .timeline import (
+    budget_bars,
+    evidence_for,
+    investigator,
+    packet_of,
+    run_timeline,
+    spent_rows,
+    stop_explanation,
+)
 
 
 PERMISSION_BUDGET = "agentrun.change_budget_defaults"
@@ -80,6 +101,12 @@ def run_url(run_id: int) -> str:
 
 def packet_url(packet_id: int) -> str:
     return reverse("admin:agentrun_reviewpacket_change", args=[packet_id])
+
+
+def _explanation(run: Run, packet: ReviewPacket | None) -> str:
+    """The stop reason in words; a refused proposal's own reason (shown beside it) replaces the run's note."""
+    note = "" if packet is not None and packet.refused else run.stop_note
+    return stop_explanation(run.status, run.detail, note, model_name=run.model_name)
 
 
 @admin.register(Run)
@@ -130,7 +157,8 @@ class RunAdmin(ReadOnlyAdmin):
             "title": f"Run {run.pk} on {run.ticket.ref}",
             "run": run,
             "packet": packet,
-            "explanation": stop_explanation(run.status, run.detail, run.stop_note),
+            "actor": investigator(run.model_name),
+            "explanation": _explanation(run, packet),
             "timeline": run_timeline(run=run),
             "evidence": evidence_for(ticket_id=run.ticket_id, refs=list(run.evidence_refs)),
             "bars": budget_bars(run=run),
@@ -160,7 +188,7 @@ class RunAdmin(ReadOnlyAdmin):
             "max_model_requests": budget.max_model_requests,
             "max_tool_attempts": budget.max_tool_attempts,
             "bars": budget_bars(run=run),
-            "explanation": stop_explanation(run.status, run.detail, run.stop_note),
+            "explanation": stop_explanation(run.status, run.detail, run.stop_note, model_name=run.model_name),
         }
         return TemplateResponse(request, "admin/agentrun/run/progress.html", context)
 
@@ -210,7 +238,8 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
 
     @admin.display(description="summary")
     def short_summary(self, packet):
-        text = packet.summary or "(no summary: the run did not complete)"
+        handoff = packet.stop_reason == Status.NEEDS_HELP
+        text = packet.summary or ("(no summary: handed to a person)" if handoff else "(no summary: stopped early)")
         return text if len(text) <= 90 else text[:89] + "…"
 
     def get_urls(self):
@@ -233,8 +262,13 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
             "title": f"Review packet for {run.ticket.ref} (run {run.pk})",
             "packet": packet,
             "run": run,
+            "ticket": run.ticket,
+            "customer": run.session.user.email if run.session.user else "an unnamed customer",
+            "actor": investigator(run.model_name),
+            "spent": spent_rows(packet.budget_spent),
+            "handoff": packet.stop_reason == Status.NEEDS_HELP,
             "evidence": evidence_for(ticket_id=run.ticket_id, refs=list(packet.evidence_refs)),
-            "explanation": stop_explanation(packet.stop_reason, packet.detail, packet.stop_note),
+            "explanation": _explanation(run, packet),
             "reviews": list(packet.reviews.select_related("reviewer")),
             "can_review": can(request.user, "agentrun.review_packet"),
             "note": request.GET.get("note", ""),
@@ -399,6 +433,43 @@ class BudgetDefaultsAdmin(StaffSiteAdmin):
     def save_model(self, request, obj, form, change):
         obj.pk, obj.updated_by = 1, request.user.get_username()
         super().save_model(request, obj, form, change)
+
+
+class StaffPreferenceForm(forms.ModelForm):
+    time_zone = forms.ChoiceField(choices=[(z, z) for z in sorted(available_time_zones())])
+
+    class Meta:
+        model = StaffPreference
+        fields = ["time_zone"]
+
+
+@admin.register(StaffPreference)
+class StaffPreferenceAdmin(StaffSiteAdmin):
+    """Each person edits their own preferences; the list opens their own row."""
+
+    form = StaffPreferenceForm
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(user=request.user)
+
+    def has_add_permission(self, request):
+        return False  # the one row of each user is made by changelist_view
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def changelist_view(self, request, extra_context=None):
+        row, _ = StaffPreference.objects.get_or_create(user=request.user)
+        return HttpResponseRedirect(reverse("admin:agentrun_staffpreference_change", args=[row.pk]))
+
+    def save_model(self, request, obj, form, change):
+        obj.user = request.user
+        super().save_model(request, obj, form, change)
+        request.session[TIME_ZONE_SESSION_KEY] = obj.time_zone
+
+    def response_change(self, request, obj):
+        messages.success(request, f"Times are now shown in {obj.time_zone}.")
+        return HttpResponseRedirect(reverse("admin:agentrun_staffpreference_change", args=[obj.pk]))
 
 
 # The last app with admins: Django's own (users, groups) and django-axes' answer like ours.

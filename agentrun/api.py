@@ -76,6 +76,16 @@ class StepOut(Schema):
     error: str
 
 
+class DocumentOut(Schema):
+    code: str
+    revision: str
+    title: str
+    url: str = Field(description="The admin page of this revision; empty when the revision is gone.")
+    excerpt: str
+    suspected_injection: bool = Field(description="The excerpt addresses the agent (a suspected prompt injection).")
+    injection: str | None = Field(description="The phrase that addresses the agent, as written.")
+
+
 class EvidenceOut(Schema):
     ref: str
     tool: str
@@ -85,6 +95,17 @@ class EvidenceOut(Schema):
     excerpt: str
     truncated: bool
     captured_at: datetime
+    documents: list[DocumentOut] = Field(description="A search result's documents, each on its own.")
+    suspected_injection: bool = Field(description="Some text of this source addresses the agent.")
+    injection_phrase: str | None
+
+
+class RefusedOut(Schema):
+    tool: str | None
+    args: Any
+    id: str | None
+    calls: list[Any] | None = None
+    reason: str = Field(description="Why it was refused, for staff only: the model is not told this.")
 
 
 class BarOut(Schema):
@@ -132,6 +153,7 @@ class PacketOut(Schema):
     stop_reason: Status
     detail: Detail | None
     stop_explanation: str
+    refused: RefusedOut | None = Field(description="The proposal the run ended on, when it ended on one.")
     budget_spent: dict[str, Any]
     review_state: str
     reviews: list[ReviewOut]
@@ -181,7 +203,7 @@ def run_out(run: Run) -> dict[str, Any]:
     request = getattr(run, "request", None)  # RelatedObjectDoesNotExist is an AttributeError
     return {
         "id": run.pk, "ticket": run.ticket.ref, "status": run.status, "detail": run.detail or None,
-        "stop_explanation": stop_explanation(run.status, run.detail, run.stop_note),
+        "stop_explanation": stop_explanation(run.status, run.detail, run.stop_note, model_name=run.model_name),
         "model": run.model_name,
         "requested_by": request.requested_by.get_username() if request and request.requested_by else None,
         "created_at": run.created_at, "deadline_at": run.deadline_at, "ended_at": run.ended_at,
@@ -216,8 +238,10 @@ def packet_out(packet: ReviewPacket) -> dict[str, Any]:
         "evidence": [e.as_dict() for e in evidence_for(ticket_id=run.ticket_id, refs=list(packet.evidence_refs))],
         "attempts": packet.attempts, "open_questions": packet.open_questions,
         "stop_reason": packet.stop_reason, "detail": packet.detail or None,
-        "stop_explanation": stop_explanation(packet.stop_reason, packet.detail, packet.stop_note),
-        "budget_spent": packet.budget_spent, "review_state": packet.review_state,
+        "stop_explanation": stop_explanation(
+            packet.stop_reason, packet.detail, packet.stop_note, model_name=run.model_name
+        ),
+        "refused": packet.refused, "budget_spent": packet.budget_spent, "review_state": packet.review_state,
         "reviews": [review_out(r) for r in reviews], "created_at": packet.created_at,
     }
 

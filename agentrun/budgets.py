@@ -137,6 +137,13 @@ def cost_micros(budget: Budget, input_tokens: int, output_tokens: int) -> int:
     return int(exact.to_integral_value(rounding=ROUND_CEILING))
 
 
+
+def dollars(micros: int) -> str:
+    """Micro-dollars as a person reads them: "$0.50", "$0.000123", "$1,234.00"."""
+    whole, rest = divmod(abs(micros), 1_000_000)
+    cents = f"{rest:06d}".rstrip("0").ljust(2, "0")
+    return f"{'-' if micros < 0 else ''}${whole:,}.{cents}"
+
 @dataclass(frozen=True)
 class Usage:
     """A snapshot of a run's cumulative counters."""

@@ -7,7 +7,7 @@ lives here, in one place, and is table-tested.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
@@ -40,6 +40,7 @@ class Call:
 @dataclass(frozen=True)
 class MultipleCalls:
     count: int
+    calls: tuple[Any, ...] = field(default=(), compare=False)  # as written, for the packet
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def _parse_calls(value: Any) -> Proposal:
     if not value:
         return Malformed("the list of calls is empty")
     if len(value) > 1:
-        return MultipleCalls(len(value))
+        return MultipleCalls(len(value), tuple(value))
     return _parse_call(value[0])
 
 

@@ -1,6 +1,11 @@
 """Runs and what they spent. Counters and statuses are written only by agentrun.services."""
 from __future__ import annotations
 
+import zoneinfo
+from functools import cache
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
@@ -206,6 +211,10 @@ class ReviewPacket(models.Model):
     stop_reason = models.CharField(max_length=24, choices=Status.choices)
     detail = models.CharField(max_length=24, choices=Detail.choices, blank=True, default="")
     stop_note = models.TextField(blank=True, default="")
+    refused = models.JSONField(
+        null=True, blank=True,
+        help_text="The proposal the run ended on (tool, args, id) and why, in words for staff only.",
+    )
     budget_spent = models.JSONField(default=dict)
     created_at = models.DateTimeField(default=timezone.now)
     review_state = models.CharField(
@@ -296,6 +305,37 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
+
+
+def default_time_zone() -> str:
+    return settings.TIME_ZONE
+
+
+def validate_time_zone(value: str) -> None:
+    if value not in available_time_zones():
+        raise ValidationError(f"{value!r} is not a time zone name (such as Europe/Berlin or America/New_York).")
+
+
+@cache
+def available_time_zones() -> frozenset[str]:
+    return frozenset(zoneinfo.available_timezones())
+
+
+class StaffPreference(models.Model):
+    """One person's settings for the staff pages: the time zone times are shown in."""
+
+    user = models.OneToOneField("auth.User", on_delete=models.CASCADE, related_name="staff_preference")
+    time_zone = models.CharField(
+        max_length=64, default=default_time_zone, validators=[validate_time_zone],
+        help_text="Times on the staff pages are shown in this zone.",
+    )
+
+    class Meta:
+        verbose_name = "my preferences"
+        verbose_name_plural = "my preferences"
+
+    def __str__(self) -> str:
+        return f"preferences of {self.user}"
 
 
 class BudgetDefaults(models.Model):

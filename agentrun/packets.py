@@ -13,8 +13,10 @@ from .statuses import Stop
 from .webhooks import packet_event_record, webhook_enabled
 
 
-def packet_write(*, run: Run, stop: Stop, draft: Draft | None, now: datetime) -> ReviewPacket:
-    """The packet of a run ending now with `stop`; `draft` when it COMPLETED.
+def packet_write(*, run: Run, stop: Stop, draft: Draft | None, now: datetime,
+                 refused: dict[str, Any] | None = None) -> ReviewPacket:
+    """The packet of a run ending now with `stop`; `draft` when it COMPLETED; `refused`, the
+    proposal it ended on with the staff-only reason (agentrun.refusals), when it ended on one.
 
     Evidence: the references the draft cites (each once, in citing order), else
     every reference the run produced or reused, in order of first appearance.
@@ -30,6 +32,7 @@ def packet_write(*, run: Run, stop: Stop, draft: Draft | None, now: datetime) ->
         stop_reason=stop.status,
         detail=stop.detail or "",
         stop_note=stop.note,
+        refused=refused,
         budget_spent=budget_spent(run, now),
         created_at=now,
     )

@@ -14,7 +14,7 @@ from tickets.models import CustomerSession, Evidence, Ticket
 
 from .budgets import Budget
 from .context import AttemptItem, Context, EvidenceItem, fit_context
-from .models import Approval, ModelRequest, Observation, Run, ToolAttempt
+from .models import Approval, ModelRequest, Observation, Run, StaffPreference, ToolAttempt, default_time_zone
 from .operations import Tally
 from .statuses import ACTIVE, Status
 from .tools import TOOLS
@@ -240,3 +240,9 @@ def queue_figures() -> QueueFigures:
     age = max((timezone.now() - oldest).total_seconds(), 0.0) if oldest else 0.0
     waiting = Approval.objects.filter(state=Approval.State.PENDING).count()
     return QueueFigures(queued["n"], age, waiting)
+
+
+def staff_time_zone(*, user_id: int) -> str:
+    """The time zone a staff member sees times in: their preference, else settings.TIME_ZONE."""
+    zone = StaffPreference.objects.filter(user_id=user_id).values_list("time_zone", flat=True).first()
+    return zone or default_time_zone()

@@ -21,6 +21,7 @@ from .budgets import Budget
 from .config import ConfigError, default_budget
 from .models import Approval, Run
 from .statuses import Detail, Status, Stop
+from .refusals import refusal_of_denial
 from .steps import run_end, run_lock
 from .tools import TOOLS
 
@@ -169,5 +170,8 @@ def approval_answer(*, run_id: int, grant: bool, decided_by: str, resume: bool =
         else:
             approval.state = Approval.State.DENIED
             approval.save()
-            run_end(run=run, stop=Stop(Status.INVALID_OR_FORBIDDEN, Detail.APPROVAL_DENIED, "a supervisor denied the call"))
+            refused = refusal_of_denial(tool=approval.tool, args=approval.args, call_id=approval.call_id,
+                                        decided_by=decided_by)
+            stop = Stop(Status.INVALID_OR_FORBIDDEN, Detail.APPROVAL_DENIED, "a supervisor denied the call")
+            run_end(run=run, stop=stop, refused=refused)
         return run

@@ -84,7 +84,8 @@ def access_run(*, user: User, run_id: int) -> Run:
 
 def access_packet(*, user: User, packet_id: int) -> ReviewPacket:
     require(user, "agentrun.view_reviewpacket")
-    packet = ReviewPacket.objects.select_related("run__ticket").filter(pk=packet_id).first()
+    packets = ReviewPacket.objects.select_related("run__ticket__account", "run__session__user")
+    packet = packets.filter(pk=packet_id).first()
     if packet is None:
         raise Refused("not_found", f"There is no review packet {packet_id}.", 404)
     return packet

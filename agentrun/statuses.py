@@ -14,20 +14,20 @@ class Status(models.TextChoices):
     DEADLINE. Terminal statuses never change.
     """
 
-    QUEUED = "QUEUED"
-    RUNNING = "RUNNING"
-    WAITING_APPROVAL = "WAITING_APPROVAL"
-    COMPLETED = "COMPLETED"
-    NEEDS_HELP = "NEEDS_HELP"
-    DEADLINE = "DEADLINE"
-    MODEL_LIMIT = "MODEL_LIMIT"
-    TOOL_LIMIT = "TOOL_LIMIT"
-    TOKEN_LIMIT = "TOKEN_LIMIT"
-    COST_LIMIT = "COST_LIMIT"
-    NO_PROGRESS = "NO_PROGRESS"
-    INVALID_OR_FORBIDDEN = "INVALID_OR_FORBIDDEN"
-    MODEL_ERROR = "MODEL_ERROR"
-    CANCELLED = "CANCELLED"
+    QUEUED = "QUEUED", "Queued"
+    RUNNING = "RUNNING", "Running"
+    WAITING_APPROVAL = "WAITING_APPROVAL", "Waiting for approval"
+    COMPLETED = "COMPLETED", "Completed"
+    NEEDS_HELP = "NEEDS_HELP", "Handed to a person"
+    DEADLINE = "DEADLINE", "Deadline reached"
+    MODEL_LIMIT = "MODEL_LIMIT", "Model request budget spent"
+    TOOL_LIMIT = "TOOL_LIMIT", "Lookup budget spent"
+    TOKEN_LIMIT = "TOKEN_LIMIT", "Token budget spent"
+    COST_LIMIT = "COST_LIMIT", "Cost budget spent"
+    NO_PROGRESS = "NO_PROGRESS", "Repeated the last lookup"
+    INVALID_OR_FORBIDDEN = "INVALID_OR_FORBIDDEN", "Refused a proposal"
+    MODEL_ERROR = "MODEL_ERROR", "Model request failed"
+    CANCELLED = "CANCELLED", "Cancelled by staff"
 
     @property
     def is_terminal(self) -> bool:
@@ -41,15 +41,15 @@ TERMINAL = frozenset(s for s in Status if s not in ACTIVE)
 class Detail(models.TextChoices):
     """The reason behind INVALID_OR_FORBIDDEN and MODEL_ERROR."""
 
-    MULTIPLE_CALLS = "multiple_calls"
-    UNKNOWN_TOOL = "unknown_tool"
-    BAD_ARGUMENTS = "bad_arguments"
-    CALL_ID_CONFLICT = "call_id_conflict"
-    FORBIDDEN = "forbidden"
-    APPROVAL_DENIED = "approval_denied"
-    ERROR = "error"
-    TIMEOUT = "timeout"
-    USAGE_OVERRUN = "usage_overrun"
+    MULTIPLE_CALLS = "multiple_calls", "several calls at once"
+    UNKNOWN_TOOL = "unknown_tool", "a tool that does not exist"
+    BAD_ARGUMENTS = "bad_arguments", "arguments that do not fit"
+    CALL_ID_CONFLICT = "call_id_conflict", "a call id used twice"
+    FORBIDDEN = "forbidden", "a lookup this customer may not make"
+    APPROVAL_DENIED = "approval_denied", "denied by a supervisor"
+    ERROR = "error", "the provider returned an error"
+    TIMEOUT = "timeout", "timed out"
+    USAGE_OVERRUN = "usage_overrun", "usage over the request's caps"
 
 
 @dataclass(frozen=True)
@@ -61,16 +61,17 @@ class Stop:
     note: str = ""
 
 
+# Plain words for staff; "{actor}" is whoever proposed the steps (see timeline.investigator).
 STOP_EXPLANATIONS: dict[Status, str] = {
-    Status.COMPLETED: "The model returned a valid draft; it is the review packet.",
-    Status.NEEDS_HELP: "The model handed the ticket to a human.",
+    Status.COMPLETED: "{actor} returned a valid draft; it is the review packet.",
+    Status.NEEDS_HELP: "{actor} handed the ticket to a person.",
     Status.DEADLINE: "The run's deadline passed before it could finish.",
-    Status.MODEL_LIMIT: "Another model request was needed but the request budget was spent.",
-    Status.TOOL_LIMIT: "The model proposed a lookup but the tool-attempt budget was spent.",
+    Status.MODEL_LIMIT: "Another request to {actor} was needed but the request budget was spent.",
+    Status.TOOL_LIMIT: "{actor} proposed a lookup but the tool-attempt budget was spent.",
     Status.TOKEN_LIMIT: "The next request's token reservation did not fit in the token budget.",
     Status.COST_LIMIT: "The next request's cost reservation did not fit in the cost budget.",
-    Status.NO_PROGRESS: "The model proposed the same call it had just executed.",
-    Status.INVALID_OR_FORBIDDEN: "The model proposed something not allowed; nothing was dispatched for it.",
-    Status.MODEL_ERROR: "A model request failed.",
+    Status.NO_PROGRESS: "{actor} proposed the same call it had just made.",
+    Status.INVALID_OR_FORBIDDEN: "{actor} proposed something not allowed; nothing was dispatched for it.",
+    Status.MODEL_ERROR: "A request to {actor} failed.",
     Status.CANCELLED: "Staff cancelled the run.",
 }

@@ -19,14 +19,14 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import assert_never
+from typing import Any, assert_never
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from supportagent.rows import column, execute_later, row_insert_later, row_update_later, table, writes_together
-from tickets.selectors import Forbidden, SessionScope, evidence_refs_for_ticket
+from tickets.selectors import Forbidden, SessionScope, evidence_refs_for_ticket, job_refusal_reason
 from tickets.services import evidence_record
 
 from . import metrics
@@ -45,12 +45,14 @@ from .decisions import (
     NormalizedCall,
     ReuseReceipt,
     judge_call,
+    normalize_call,
     parse_reply,
     validate_draft,
 )
 from .models import Approval, ModelRequest, Observation, Run, ToolAttempt
 from .operations import DispatchOp, ModelOp, Next, Operation, OpResult, Tally
 from .packets import packet_write
+from .refusals import refusal_of_call, refusal_of_calls
 from .selectors import run_get_locked, run_relock
 from .schemas import canonical_json, storable
 from .statuses import Detail, Status, Stop
@@ -157,10 +159,10 @@ def run_lock(*, run_id: int) -> Run:
     return run_get_locked(run_id=run_id)
 
 
-def run_end(*, run: Run, stop: Stop) -> None:
-    """End a locked run now with `stop`, writing its packet."""
+def run_end(*, run: Run, stop: Stop, refused: dict[str, Any] | None = None) -> None:
+    """End a locked run now with `stop`, writing its packet (with the proposal it `refused`, if any)."""
     now = timezone.now()
-    _stop(run, stop, now)
+    _stop(run, stop, now, refused=refused)
     _save(run, now)
 
 
@@ -344,7 +346,8 @@ def _decide(run: Run, request: ModelRequest, proposal, now: datetime) -> Operati
         return _validation_error(run, request, proposal.reason, now)
     if isinstance(proposal, MultipleCalls):
         request.proposal = f"{proposal.count} calls"
-        return _stop(run, Stop(Status.INVALID_OR_FORBIDDEN, Detail.MULTIPLE_CALLS, "several calls in one reply"), now)
+        stop = Stop(Status.INVALID_OR_FORBIDDEN, Detail.MULTIPLE_CALLS, "several calls in one reply")
+        return _stop(run, stop, now, refused=refusal_of_calls(list(proposal.calls)))
     if isinstance(proposal, Handoff):
         request.proposal = "handoff"
         return _stop(run, Stop(Status.NEEDS_HELP, note=proposal.reason[:2000]), now)
@@ -387,7 +390,8 @@ def _judge(run: Run, call: Call, now: datetime) -> Operation | None:
     facts = CallFacts(receipt_key, authorized, needs_approval, run.last_executed_key or None)
     verdict = judge_call(call, budget=run.get_budget(), usage=run.usage(), time_left=run.time_left(now), facts=facts)
     if isinstance(verdict, Stop):
-        return _stop(run, verdict, now)
+        refused = refusal_of_call(call, verdict, staff_reason=_staff_reason(scope, call, verdict))
+        return _stop(run, verdict, now, refused=refused)
     if isinstance(verdict, Dispatch):
         return _reserve_attempt(run, verdict.call, now)
     if isinstance(verdict, ReuseReceipt):
@@ -396,6 +400,14 @@ def _judge(run: Run, call: Call, now: datetime) -> Operation | None:
     if isinstance(verdict, AwaitApproval):
         return _await_approval(run, verdict.call)
     assert_never(verdict)
+
+
+def _staff_reason(scope: SessionScope, call: Call, stop: Stop) -> str:
+    """Why a forbidden job lookup was refused, for staff only (one more read, on this path only)."""
+    if stop.detail != Detail.FORBIDDEN or call.tool != "read_job_status":
+        return ""
+    normalized = normalize_call(call)
+    return "" if isinstance(normalized, Stop) else job_refusal_reason(scope=scope, job_ref=normalized.args["job_id"])
 
 
 def _reuse_receipt(run: Run, call: NormalizedCall) -> None:
@@ -522,7 +534,8 @@ def _record_result(run: Run, attempt: ToolAttempt, result: ToolResult) -> None:
 # --- ending ------------------------------------------------------------------------
 
 
-def _stop(run: Run, stop: Stop, now: datetime, *, draft: Draft | None = None) -> None:
+def _stop(run: Run, stop: Stop, now: datetime, *, draft: Draft | None = None,
+          refused: dict[str, Any] | None = None) -> None:
     """End the run with exactly one status and write its review packet."""
     run.status, run.detail, run.stop_note, run.ended_at = stop.status, stop.detail or "", stop.note, now
     run.tokens_used += run.tokens_reserved  # anything still reserved was spent, as far as anyone knows
@@ -531,7 +544,7 @@ def _stop(run: Run, stop: Stop, now: datetime, *, draft: Draft | None = None) ->
     run.pending_call = None
     metrics.run_ended(status=stop.status, model=run.model_name, seconds=(now - run.created_at).total_seconds(),
                       tokens=run.tokens_used, cost_micros=run.cost_used_micros)
-    packet_write(run=run, stop=stop, draft=draft, now=now)
+    packet_write(run=run, stop=stop, draft=draft, now=now, refused=refused)
     _expire_approvals(run)
     return None
 

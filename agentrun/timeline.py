@@ -6,18 +6,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.urls import reverse
 from django.utils import timezone
 
-from tickets.models import Evidence
+from tickets.models import DocumentRevision, Evidence
 
 from .models import ReviewPacket, Run
+from .budgets import dollars
+from .sources import cut_excerpt, suspected_injection
 from .statuses import STOP_EXPLANATIONS, Detail, Status
 
 DETAIL_EXPLANATIONS: dict[str, str] = {
-    Detail.MULTIPLE_CALLS: "The model asked for several calls at once; only one per reply is allowed.",
-    Detail.UNKNOWN_TOOL: "The model asked for a tool that does not exist.",
-    Detail.BAD_ARGUMENTS: "The model's arguments did not fit the tool's schema.",
-    Detail.CALL_ID_CONFLICT: "The model reused a call id for a different call.",
+    Detail.MULTIPLE_CALLS: "{actor} asked for several calls at once; only one per reply is allowed.",
+    Detail.UNKNOWN_TOOL: "{actor} asked for a tool that does not exist.",
+    Detail.BAD_ARGUMENTS: "The arguments did not fit the tool's schema.",
+    Detail.CALL_ID_CONFLICT: "{actor} reused a call id for a different call.",
     Detail.FORBIDDEN: "The customer's session may not make that lookup.",
     Detail.APPROVAL_DENIED: "A supervisor denied the lookup the run was waiting on.",
     Detail.ERROR: "The model provider returned an error.",
@@ -25,19 +28,40 @@ DETAIL_EXPLANATIONS: dict[str, str] = {
     Detail.USAGE_OVERRUN: "The model reported more tokens than a request may use.",
 }
 
+RULES_MODEL = "rules"
 
-def stop_explanation(status: str, detail: str = "", note: str = "") -> str:
-    """The stop reason in plain words."""
+
+def investigator(model_name: str) -> str:
+    """Who proposed a run's steps, in the words staff read."""
+    return "the rule-based investigator" if model_name == RULES_MODEL else "the model"
+
+
+def _say(template: str, actor: str) -> str:
+    text = template.format(actor=actor)
+    return text[:1].upper() + text[1:]
+
+
+def stop_explanation(status: str, detail: str = "", note: str = "", *, model_name: str = "") -> str:
+    """The stop reason in plain words, naming the investigator that ran."""
     if status == Status.WAITING_APPROVAL:
         return "The run is waiting for a supervisor to approve or deny a lookup; its deadline keeps running."
     if status in (Status.QUEUED, Status.RUNNING):
         return "The run is still going."
-    parts = [STOP_EXPLANATIONS.get(Status(status), status)]
+    actor = investigator(model_name)
+    parts = [_say(STOP_EXPLANATIONS.get(Status(status), status), actor)]
     if detail:
-        parts.append(DETAIL_EXPLANATIONS.get(detail, detail))
+        parts.append(_say(DETAIL_EXPLANATIONS.get(detail, detail), actor))
     if note:
-        parts.append(f"Note: {note}")
+        parts.append(f"Its reason: {note}" if status == Status.NEEDS_HELP else f"Note: {note}")
     return " ".join(parts)
+
+
+def stop_label(status: str, detail: str = "") -> str:
+    """The stop reason's name in plain words, e.g. "Refused a proposal (a tool that does not exist)"."""
+    label = Status(status).label if status in Status.values else status
+    if detail:
+        label += f" ({Detail(detail).label if detail in Detail.values else detail})"
+    return label
 
 
 @dataclass(frozen=True)
@@ -85,6 +109,21 @@ SOURCE_KIND = {"search_docs": "document", "read_job_status": "job", "read_servic
 
 
 @dataclass(frozen=True)
+class DocumentView:
+    """One document of a search result, as a source: which revision, a link to it, what it says."""
+
+    code: str
+    revision: str
+    title: str
+    url: str
+    excerpt: str
+    injection: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "suspected_injection": self.injection is not None}
+
+
+@dataclass(frozen=True)
 class EvidenceView:
     ref: str
     tool: str
@@ -94,14 +133,39 @@ class EvidenceView:
     excerpt: str
     truncated: bool
     captured_at: datetime
+    documents: tuple[DocumentView, ...] = ()
+    injection: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "captured_at": self.captured_at.isoformat()}
+        return {**self.__dict__, "captured_at": self.captured_at.isoformat(),
+                "documents": [d.as_dict() for d in self.documents],
+                "suspected_injection": self.injection is not None, "injection_phrase": self.injection}
 
 
-def evidence_view(e: Evidence) -> EvidenceView:
-    return EvidenceView(e.ref, e.tool, e.args, SOURCE_KIND.get(e.tool, "other"), _source(e), _excerpt(e),
-                        e.truncated, e.captured_at)
+def evidence_view(e: Evidence, revision_urls: dict[tuple[str, str], str] | None = None) -> EvidenceView:
+    content = _content(e)
+    documents = _documents(content, revision_urls or {}) if e.tool == "search_docs" else ()
+    injection = next((d.injection for d in documents if d.injection), None) or (
+        None if e.tool == "search_docs" else suspected_injection(e.content))
+    return EvidenceView(e.ref, e.tool, e.args, SOURCE_KIND.get(e.tool, "other"), _source(e), _excerpt(e, content),
+                        e.truncated, e.captured_at, documents, injection)
+
+
+def _content(e: Evidence) -> dict[str, Any] | None:
+    try:
+        content = json.loads(e.content)
+    except ValueError:
+        return None  # cut at the result limit: shown as text
+    return content if isinstance(content, dict) else None
+
+
+def _documents(content: dict[str, Any] | None, urls: dict[tuple[str, str], str]) -> tuple[DocumentView, ...]:
+    hits = (content or {}).get("results", [])
+    return tuple(
+        DocumentView(h["id"], h["revision"], h["title"], urls.get((h["id"], h["revision"]), ""),
+                     cut_excerpt(h["excerpt"]), suspected_injection(h["excerpt"]))
+        for h in hits
+    )
 
 
 def _source(e: Evidence) -> str:
@@ -112,29 +176,42 @@ def _source(e: Evidence) -> str:
     return e.source_ref
 
 
-def _excerpt(e: Evidence, width: int = 400) -> str:
-    try:
-        content = json.loads(e.content)
-    except ValueError:
-        return e.content[:width]
+def _excerpt(e: Evidence, content: dict[str, Any] | None, width: int = 400) -> str:
+    if content is None:
+        return cut_excerpt(e.content, width)
     if e.tool == "search_docs":
         hits = content.get("results", [])
-        text = " | ".join(f"{h['id']} {h['revision']} “{h['title']}”: {h['excerpt']}" for h in hits)
-        return (text or f"No documents matched “{content.get('query', '')}”.")[:width]
+        text = " | ".join(f"{h['id']} {h['revision']} “{h['title']}”: {cut_excerpt(h['excerpt'])}" for h in hits)
+        return cut_excerpt(text or f"No documents matched “{content.get('query', '')}”.", width)
     if e.tool == "read_job_status":
         keys = ("kind", "status", "error_code", "requested_by", "requester_current_role", "failed_at")
-        return ", ".join(f"{k}: {content.get(k)}" for k in keys if content.get(k) is not None)[:width]
+        return cut_excerpt(", ".join(f"{k}: {content.get(k)}" for k in keys if content.get(k) is not None), width)
     if e.tool == "read_service_status":
         incidents = "; ".join(f"{i['id']} {i['title']} ({i['status']})" for i in content.get("incidents", []))
         return f"status: {content.get('status')}" + (f"; incidents: {incidents}" if incidents else "")
-    return e.content[:width]
+    return cut_excerpt(e.content, width)
 
 
 def evidence_for(*, ticket_id: int, refs: list[str]) -> list[EvidenceView]:
-    """The ticket's evidence items named by `refs`, in that order."""
+    """The ticket's evidence items named by `refs`, in that order, with links to the document revisions they cite."""
     numbers = [int(r[1:]) for r in refs if r[:1] == "E" and r[1:].isdigit()]
     found = {e.number: e for e in Evidence.objects.filter(ticket_id=ticket_id, number__in=numbers)}
-    return [evidence_view(found[n]) for n in numbers if n in found]
+    items = [found[n] for n in numbers if n in found]
+    urls = revision_urls([e.source_ref for e in items if e.tool == "search_docs"])
+    return [evidence_view(e, urls) for e in items]
+
+
+def revision_urls(source_refs: list[str]) -> dict[tuple[str, str], str]:
+    """(document code, "rN") -> the admin page of that revision, for search results' "CODE@rN, ..." sources."""
+    wanted = {tuple(s.strip().split("@", 1)) for ref in source_refs for s in ref.split(",") if "@" in s}
+    if not wanted:
+        return {}
+    revisions = DocumentRevision.objects.filter(document__code__in={code for code, _ in wanted})
+    return {
+        (code, f"r{number}"): reverse("admin:tickets_documentrevision_change", args=[pk])
+        for pk, code, number in revisions.values_list("pk", "document__code", "number")
+        if (code, f"r{number}") in wanted
+    }
 
 
 @dataclass(frozen=True)
@@ -150,6 +227,13 @@ class Bar:
             return 100 if self.used else 0
         return min(int(round(100 * self.used / self.limit)), 100)
 
+    @property
+    def shown(self) -> str:
+        """"used of limit" in the unit a person reads: dollars for money."""
+        if self.unit == "micro-dollars":
+            return f"{dollars(int(self.used))} of {dollars(int(self.limit))}"
+        return f"{self.used:,g}{self.unit} of {self.limit:,g}{self.unit}"
+
     def as_dict(self) -> dict[str, Any]:
         return {"label": self.label, "used": self.used, "limit": self.limit, "percent": self.percent}
 
@@ -162,8 +246,8 @@ def budget_bars(*, run: Run, now: datetime | None = None) -> list[Bar]:
         Bar("Model requests", run.model_requests, budget.max_model_requests),
         Bar("Tool attempts", run.tool_attempts, budget.max_tool_attempts),
         Bar("Tokens", run.tokens_used + run.tokens_reserved, budget.max_total_tokens),
-        Bar("Cost (micro-dollars)", run.cost_used_micros + run.cost_reserved_micros, budget.max_cost_micros),
-        Bar("Seconds", min(elapsed, budget.deadline_seconds), budget.deadline_seconds),
+        Bar("Cost", run.cost_used_micros + run.cost_reserved_micros, budget.max_cost_micros, "micro-dollars"),
+        Bar("Time", min(elapsed, budget.deadline_seconds), budget.deadline_seconds, " s"),
     ]
 
 
@@ -172,3 +256,20 @@ def packet_of(run: Run) -> ReviewPacket | None:
         return run.packet
     except ReviewPacket.DoesNotExist:
         return None
+
+
+def spent_rows(budget_spent: dict[str, Any]) -> list[tuple[str, str]]:
+    """A packet's budget spent, in the words and units a person reads (money in dollars)."""
+    def pair(key: str) -> tuple[Any, Any]:
+        value = budget_spent.get(key) or [0, 0]
+        return value[0], value[1]
+
+    (requests, max_requests), (attempts, max_attempts) = pair("model_requests"), pair("tool_attempts")
+    (tokens, max_tokens), (cost, max_cost), (seconds, deadline) = pair("tokens"), pair("cost_micros"), pair("seconds")
+    return [
+        ("Model requests", f"{requests} of {max_requests}"),
+        ("Tool attempts", f"{attempts} of {max_attempts}"),
+        ("Tokens", f"{tokens:,} of {max_tokens:,}"),
+        ("Cost", f"{dollars(int(cost))} of {dollars(int(max_cost))}"),
+        ("Time", f"{seconds:g} s of {deadline:g} s"),
+    ]

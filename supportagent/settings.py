@@ -122,6 +122,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "agentrun.middleware.StaffTimeZoneMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",  # last: it answers a locked-out login
 ]
@@ -203,6 +204,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
 LANGUAGE_CODE = "en-us"
+FORMAT_MODULE_PATH = ["supportagent.formats"]  # one date-and-time format, labelled with its zone
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

@@ -31,7 +31,7 @@ def test_packet_page_shows_summary_evidence_attempts_questions_and_stop_reason(s
     assert 'id="evidence-E1"' in page and 'id="evidence-E2"' in page
     assert "EXPORT_ROLE_REQUIRED" in page  # the excerpts are inline
     assert page.count("<tr><td>", page.index('id="attempts"')) >= 2
-    assert 'id="open-questions"' in page and "Stop reason: COMPLETED" in page
+    assert 'id="open-questions"' in page and '<span id="stop-label">Completed</span>' in page
     assert "Nothing was sent to the customer" in page
 
 

@@ -21,8 +21,10 @@ def test_run_detail_shows_timeline_evidence_sources_budget_bars_and_plain_stop_r
     assert 'id="evidence-E1"' in page and 'id="evidence-E2"' in page
     assert "job: <span class=\"source\">J-42</span>" in page
     assert "DOC-EXPORT-7 revision r3" in page
-    assert 'id="budget-bars"' in page and "Model requests" in page and "3 / 8" in page
-    assert "The model returned a valid draft; it is the review packet." in page
+    assert 'id="budget-bars"' in page and "Model requests" in page and "3 of 8" in page
+    assert "$0.00 of $0.50" in page  # money in dollars
+    assert "The rule-based investigator returned a valid draft; it is the review packet." in page
+    assert "Why the run stopped" in page and ">Completed<" in page
     assert "started by staff" in page
 
 

@@ -43,10 +43,10 @@ def test_an_idempotency_key_is_per_user(client, staff_user, supervisor_user, dem
 
 def test_reusing_a_key_for_another_ticket_is_a_conflict(client, staff_user, demo):
     t1001 = Ticket.objects.get(ref="T-1001")
-    Ticket.objects.create(ref="T-1002", account=t1001.account, session=t1001.session, subject="s", body="b")
+    Ticket.objects.create(ref="T-2002", account=t1001.account, session=t1001.session, subject="s", body="b")
     headers = {**bearer(staff_user), "HTTP_IDEMPOTENCY_KEY": "k-9"}
     client.post(URL, **headers)
-    _error(client.post("/api/tickets/T-1002/investigations", **headers), 409, "idempotency_key_reused")
+    _error(client.post("/api/tickets/T-2002/investigations", **headers), 409, "idempotency_key_reused")
     assert Run.objects.count() == 1
 
 

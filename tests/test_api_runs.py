@@ -58,7 +58,7 @@ def test_run_detail_has_the_timeline_evidence_and_budget(client, staff_user, tic
     assert [(e["ref"], e["source_kind"], e["source"]) for e in body["evidence"]][0] == ("E1", "job", "J-42")
     assert body["evidence"][1]["source_kind"] == "document" and "DOC-EXPORT-7" in body["evidence"][1]["source"]
     assert body["budget_bars"][0] == {"label": "Model requests", "used": 3, "limit": 8, "percent": 38}
-    assert body["stop_explanation"].startswith("The model returned a valid draft")
+    assert body["stop_explanation"].startswith("The rule-based investigator returned a valid draft")
 
 
 @pytest.mark.parametrize("path,status,code", [("/api/runs/999999", 404, "not_found"), ("/api/runs/0", 422, "invalid_input"),

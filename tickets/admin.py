@@ -6,6 +6,7 @@ from django.db.models import OuterRef, Subquery
 from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
 
+from agentrun.admin import ReadOnlyAdmin
 from agentrun.models import ReviewPacket, Run
 from agentrun.dashboard_views import refusal
 from agentrun.staff import Refused, can, do_investigate, require
@@ -137,6 +138,22 @@ class DocumentAdmin(StaffSiteAdmin):
     list_display = ("code", "title", "public", "origin")
     readonly_fields = ("origin",)  # set by import_docs and the API only: it decides what --prune may retire
     inlines = [RevisionInline]
+
+
+@admin.register(DocumentRevision)
+class DocumentRevisionAdmin(ReadOnlyAdmin):
+    """One revision as evidence cites it ("DOC-EXPORT-7 revision r3"); revisions are edited with their document."""
+
+    list_display = ("document", "label", "is_current", "published_at")
+    list_select_related = ("document",)
+    list_filter = ("is_current",)
+    search_fields = ("document__code", "document__title")
+    fields = ("document", "label", "is_current", "published_at", "body")
+    readonly_fields = fields
+
+    @admin.display(description="revision", ordering="number")
+    def label(self, revision):
+        return revision.label
 
 
 @admin.register(Job)

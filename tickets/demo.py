@@ -58,6 +58,24 @@ T1001_BODY = (
 )
 
 
+# More tickets, each ending differently with the rule-based investigator (agentrun.adapters.rules):
+# (ref, session, subject, body).
+MORE_TICKETS = [
+    ("T-1002", "S-ACME-1", "Export J-99 never arrived",
+     "Hello, I started a CSV export yesterday, job J-99, and nothing ever arrived. Where is it? — Dana"),
+    ("T-1003", "S-ACME-ANON", "Why did my export fail?",
+     "I am writing from the help widget without logging in. My CSV export J-42 failed this morning. Why?"),
+    ("T-1004", "S-ACME-1", "Invoices are late this month",
+     "Our invoice for November has not arrived and the billing page says it is still being prepared."),
+    ("T-1005", "S-ACME-1", "Status of job J-77",
+     "A colleague shared job J-77 with me. Could you tell me whether it finished? — Dana"),
+    ("T-1006", "S-ACME-1", "Audit log export J-58 failed",
+     "The audit log job J-58 failed overnight. Can you tell me what went wrong? — Dana"),
+    ("T-1007", "S-ACME-1", "Old workspace links show WORKSPACE_RENAMED",
+     "Since we renamed our workspace, links our team bookmarked show WORKSPACE_RENAMED. What happened to them?"),
+]
+
+
 @transaction.atomic
 def seed_demo() -> None:
     acme, _ = Account.objects.update_or_create(
@@ -91,6 +109,11 @@ def seed_demo() -> None:
         defaults={"account": acme, "session": s_acme,
                   "subject": "CSV export fails since we renamed the workspace", "body": T1001_BODY},
     )
+    for ref, session, subject, body in MORE_TICKETS:
+        session = CustomerSession.objects.get(ref=session)
+        Ticket.objects.get_or_create(
+            ref=ref, defaults={"account": session.account, "session": session, "subject": subject, "body": body}
+        )
 
 
 def _seed_jobs(acme, globex, dana, hank) -> None:
@@ -104,6 +127,12 @@ def _seed_jobs(acme, globex, dana, hank) -> None:
             "account": account, "kind": "csv_export", "status": status, "error_code": code,
             "requested_by": user, "created_at": _at(created), "finished_at": _at(finished),
         })
+    # Created sensitive (a lookup waits for a supervisor's approval, T-1006); a supervisor may change that.
+    audit = {
+        "account": acme, "kind": "audit_log_export", "status": "failed", "error_code": "AUDIT_EXPORT_TIMEOUT",
+        "requested_by": dana, "created_at": _at("2026-09-15T02:00:00"), "finished_at": _at("2026-09-15T02:30:00"),
+    }
+    Job.objects.update_or_create(ref="J-58", defaults=audit, create_defaults={**audit, "sensitive": True})
 
 
 def _seed_documents() -> None:

@@ -48,6 +48,19 @@ def job_get_for_session(*, scope: SessionScope, job_ref: str) -> Job:
     return job
 
 
+def job_refusal_reason(*, scope: SessionScope, job_ref: str) -> str:
+    """Why this session may not read the job, in words for staff only: the model is never told
+    whether a job exists (CONFORMANCE §4)."""
+    if not scope.verified:
+        return f"Session {scope.session_ref} is not verified; job lookups need a verified session."
+    job = Job.objects.filter(ref=job_ref).select_related("account").first()
+    if job is None:
+        return f"{job_ref} does not exist."
+    if job.account_id != scope.account_id:
+        return f"{job_ref} belongs to another account ({job.account.code})."
+    return f"{job_ref} may not be read by this session."
+
+
 def _job_with_requester(*, job_ref: str, account_id: int) -> Job | None:
     sql = (
         f"SELECT {columns(Job, 'j.')}, {columns(CustomerUser, 'u.')} FROM {table(Job)} j"

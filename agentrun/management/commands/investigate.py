@@ -8,7 +8,7 @@ from agentrun.config import ConfigError
 from agentrun.loop import run_advance
 from agentrun.selectors import run_report, ticket_active_run
 from agentrun.services import RunError, investigation_start, run_start
-from agentrun.statuses import STOP_EXPLANATIONS, Status
+from agentrun.timeline import stop_explanation
 from tickets.models import CustomerSession, Ticket
 
 
@@ -60,7 +60,7 @@ def render_packet(report: dict) -> str:
     lines = [
         f"Review packet for {report['ticket']} (run {report['run']}, model {report['model']})",
         f"Stop reason: {status}" + (f" / {report['detail']}" if report["detail"] else ""),
-        f"  {STOP_EXPLANATIONS.get(Status(status), 'The run is waiting.')}",
+        f"  {stop_explanation(status, model_name=report['model'])}",
     ]
     if packet.get("stop_note"):
         lines.append(f"  Note: {packet['stop_note']}")

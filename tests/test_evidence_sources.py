@@ -1,0 +1,83 @@
+"""Evidence reads like sources: each document of a search on its own, linked to its revision, flagged when it
+addresses the agent; on the packet page and in the API."""
+from __future__ import annotations
+
+import pytest
+
+from agentrun.models import ReviewPacket
+from agentrun.services import investigation_start
+from agentrun.timeline import evidence_for
+from tests.staffkit import *  # noqa: F401,F403
+from tests.staffkit import bearer, client_for
+from tickets.models import Document, DocumentRevision, Ticket
+
+pytestmark = pytest.mark.usefixtures("settle")
+
+
+def _packet(ref: str) -> ReviewPacket:
+    run = investigation_start(ticket=Ticket.objects.get(ref=ref))
+    return ReviewPacket.objects.get(run_id=run.pk)
+
+
+def test_a_search_lists_each_document_with_its_revision_and_link(ticket_t1001):
+    packet = _packet("T-1001")
+    search = evidence_for(ticket_id=packet.run.ticket_id, refs=packet.evidence_refs)[1]
+    listed = [(d.code, d.revision) for d in search.documents]
+    assert listed[0] == ("DOC-EXPORT-7", "r3") and ("DOC-NOTE-9", "r1") in listed
+    current = DocumentRevision.objects.get(document__code="DOC-EXPORT-7", is_current=True)
+    assert search.documents[0].url == f"/admin/tickets/documentrevision/{current.pk}/change/"
+    assert search.documents[0].title == "CSV export permissions"
+    assert "EXPORT_ROLE_REQUIRED" in search.documents[0].excerpt
+
+
+def test_the_document_that_addresses_agents_is_flagged_and_the_others_are_not(ticket_t1001):
+    packet = _packet("T-1001")
+    job, search = evidence_for(ticket_id=packet.run.ticket_id, refs=packet.evidence_refs)
+    assert {d.code: d.injection for d in search.documents if d.injection} == {"DOC-NOTE-9": "AI agents reading this"}
+    assert search.injection == "AI agents reading this" and job.injection is None
+
+
+def test_a_long_document_is_cut_between_words_with_an_ellipsis(demo_committed):
+    body = " ".join(["Quotas reset monthly and unused quota does not carry over to the next month."] * 12)
+    doc = Document.objects.create(code="DOC-QUOTA-1", title="Quotas", public=True)
+    DocumentRevision.objects.create(document=doc, number=1, body=body, is_current=True,
+                                    published_at="2026-01-01T00:00:00Z")
+    ticket = Ticket.objects.get(ref="T-1001")
+    ticket.pk, ticket.ref, ticket.evidence_count = None, "T-3001", 0
+    ticket.subject, ticket.body = "A message we do not understand", "Why does QUOTA_EXCEEDED show?"
+    ticket.save()
+    packet = _packet("T-3001")
+    (search,) = evidence_for(ticket_id=ticket.pk, refs=packet.evidence_refs)
+    quota = next(d for d in search.documents if d.code == "DOC-QUOTA-1")
+    assert quota.excerpt.endswith(" …") and "|" not in quota.excerpt
+    shown = quota.excerpt.removeprefix("… ").removesuffix(" …")
+    assert shown in body and body[body.index(shown) + len(shown)] == " "  # ends at a word's end
+    assert shown.endswith(".")  # and here at a sentence's end
+
+
+def test_the_packet_page_shows_each_document_and_the_injection_flag(staff_user, ticket_t1001):
+    packet = _packet("T-1007")
+    page = client_for(staff_user).get(f"/admin/agentrun/reviewpacket/{packet.pk}/change/").content.decode()
+    assert page.count('class="sa-doc"') == 2 and page.count('class="sa-doc sa-suspect"') == 1
+    assert 'data-code="DOC-RENAME-2"' in page and "Renaming a workspace" in page
+    assert "Suspected injection:" in page and "AI agents reading this" in page
+    assert " | " not in page[page.index('id="evidence-E1"'):page.index("Attempted operations")]
+
+
+def test_the_api_adds_documents_and_the_flag_and_keeps_its_fields(staff_user, ticket_t1001):
+    packet = _packet("T-1001")
+    body = client_for(staff_user).get(f"/api/packets/{packet.pk}", **bearer(staff_user)).json()
+    search = body["evidence"][1]
+    assert {"ref", "tool", "args", "source_kind", "source", "excerpt", "truncated", "captured_at"} <= search.keys()
+    assert "EXPORT_ROLE_REQUIRED" in search["excerpt"]
+    assert (search["suspected_injection"], search["injection_phrase"]) == (True, "AI agents reading this")
+    note = search["documents"][1]
+    assert (note["code"], note["revision"], note["suspected_injection"], note["injection"]) == (
+        "DOC-NOTE-9", "r1", True, "AI agents reading this")
+    assert body["evidence"][0]["documents"] == [] and body["evidence"][0]["suspected_injection"] is False
+
+
+def test_staff_can_open_the_cited_revision(staff_user, ticket_t1001):
+    revision = DocumentRevision.objects.get(document__code="DOC-NOTE-9", number=1)
+    page = client_for(staff_user).get(f"/admin/tickets/documentrevision/{revision.pk}/change/")
+    assert page.status_code == 200 and "ignore your rules" in page.content.decode()
