@@ -125,3 +125,12 @@ def test_search_matches_words_not_letters_inside_them(dana):
 def test_portable_search_ranks_like_the_postgres_one_on_the_demo_documents(dana):
     for query in ("export_role_required", "renaming a workspace roles", "export troubleshooting"):
         assert portable(query)[0] == ids(search(dana, query))[0], query
+
+
+@pytest.mark.parametrize("word", ["access", "accessing", "Albatross", "status", "process"])
+def test_search_finds_words_ending_in_s_as_written(dana, word):
+    document = Document.objects.create(code="DOC-WORDS-1", title="Words", public=True)
+    DocumentRevision.objects.create(document=document, number=1, is_current=True, published_at=timezone.now(),
+                                    body="Members lose access while an albatross status check is in process.")
+    assert "DOC-WORDS-1" in ids(search(dana, word))
+    assert "DOC-WORDS-1" in portable(word)

@@ -112,7 +112,9 @@ def documents_search(*, query: str, limit: int) -> list[DocumentRevision]:
     if not terms:
         return []
     if connection.vendor == "postgresql":
-        return _documents_search_postgres(terms, limit)
+        # PostgreSQL stems with its own English dictionary, as it stemmed the documents: it is given
+        # the words as written (ours would cut "access" to "acces", which its stemmer then misses).
+        return _documents_search_postgres(list(dict.fromkeys(_WORD.findall(query.casefold()))), limit)
     current = DocumentRevision.objects.filter(is_current=True, document__public=True).select_related("document")
     return _documents_search_portable(current, terms, limit)
 
