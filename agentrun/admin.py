@@ -459,6 +459,8 @@ class StaffPreferenceAdmin(StaffSiteAdmin):
         return False
 
     def changelist_view(self, request, extra_context=None):
+        if request.GET:  # a filtered list: the list itself answers (and refuses lookups it cannot run)
+            return super().changelist_view(request, extra_context)
         row, _ = StaffPreference.objects.get_or_create(user=request.user)
         return HttpResponseRedirect(reverse("admin:agentrun_staffpreference_change", args=[row.pk]))
 
