@@ -86,8 +86,11 @@ def word(value: Any) -> str:
 
 
 def _field_differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[Difference]:
-    """Scalar fields that differ, in the recorded order (fields only the new result has last)."""
-    keys = list(old) + [k for k in new if k not in old]
+    """Scalar fields that differ, in the order the fresh result gives them (fields it no longer has last).
+
+    The recorded content is canonical JSON (keys sorted); a fresh result keeps its tool's order (status first).
+    """
+    keys = list(new) + [k for k in old if k not in new]
     return [
         Difference(f"{prefix}{key}", word(old.get(key)), word(new.get(key)))
         for key in keys
