@@ -253,7 +253,22 @@ class RunRequest(models.Model):
         ]
 
 
-class PacketReview(models.Model):
+class AppendOnly(models.Model):
+    """Rows written once: saving one again, or deleting it, raises ValueError."""
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError(f"{self._meta.verbose_name_plural} are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError(f"{self._meta.verbose_name_plural} are append-only")
+
+
+class PacketReview(AppendOnly):
     """One staff decision on a review packet. Append-only: never changed or deleted."""
 
     class Decision(models.TextChoices):
@@ -274,14 +289,6 @@ class PacketReview(models.Model):
 
     class Meta:
         ordering = ["packet", "created_at", "id"]
-
-    def save(self, *args, **kwargs):
-        if self.pk is not None:
-            raise ValueError("packet reviews are append-only")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise ValueError("packet reviews are append-only")
 
     def __str__(self) -> str:
         return f"{self.decision} by {self.reviewer_id} on packet {self.packet_id}"
@@ -405,7 +412,7 @@ class WebhookAttempt(models.Model):
         return f"attempt {self.number} of {self.delivery_id}"
 
 
-class EvidenceCheck(models.Model):
+class EvidenceCheck(AppendOnly):
     """One re-read of an evidence item's source when its packet was opened. Append-only.
 
     Written only when a check ran (a result reused from the cache writes nothing);
@@ -425,14 +432,6 @@ class EvidenceCheck(models.Model):
     class Meta:
         ordering = ["-checked_at", "-id"]
         indexes = [models.Index(fields=["evidence", "checked_at"])]
-
-    def save(self, *args, **kwargs):
-        if self.pk is not None:
-            raise ValueError("evidence checks are append-only")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise ValueError("evidence checks are append-only")
 
     def __str__(self) -> str:
         return f"{self.result} check of evidence {self.evidence_id} on packet {self.packet_id}"

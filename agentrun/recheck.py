@@ -76,7 +76,8 @@ def evidence_reread(*, evidence: Evidence, run: Run, session: CustomerSession, a
             return Comparison.gone("the customer's session may no longer read it")
         if (evidence.tool in run.require_approval or tool.needs_approval(scope, args)) and not allowed:
             return Comparison.unchecked(APPROVAL_NEEDED)
-        result = Dispatcher(tools.TOOLS).dispatch(evidence.tool, scope, args, 0, Lookup(timeout=timeout, approved=allowed))
+        lookup = Lookup(timeout=timeout, approved=allowed)
+        result = Dispatcher(tools.TOOLS).dispatch(evidence.tool, scope, args, 0, lookup)
     except Forbidden:
         return Comparison.gone("the customer's session may no longer read it")
     except ApprovalRequired:
@@ -113,7 +114,8 @@ def _key(evidence_id: int) -> str:
 
 
 def _checks_run(*, packet: ReviewPacket, items: Sequence[Evidence], user: User | None) -> list[ItemCheck]:
-    """Re-read `items` now, within one AGENT_RECHECK_TIMEOUT; store each check and cache it (but a transient failure)."""
+    """Re-read `items` now, all within one AGENT_RECHECK_TIMEOUT; store each check, and cache it unless it was a
+    transient failure (the next open asks again)."""
     if not items:
         return []
     run = packet.run

@@ -186,7 +186,8 @@ def test_checks_are_listed_read_only_in_the_admin(staff_user, client, packet):
     listing = admin.get(reverse("admin:agentrun_evidencecheck_changelist"))
     assert listing.status_code == 200 and "T-1001 (packet" in listing.content.decode()
     check = EvidenceCheck.objects.first()
-    assert admin.post(reverse("admin:agentrun_evidencecheck_delete", args=[check.pk]), {"post": "yes"}).status_code == 403
+    delete = reverse("admin:agentrun_evidencecheck_delete", args=[check.pk])
+    assert admin.post(delete, {"post": "yes"}).status_code == 403
     with pytest.raises(ValueError):
         check.save()
     assert EvidenceCheck.objects.count() == 2

@@ -19,7 +19,8 @@ def _with(base, **changes):
 
 
 def _results(*docs):
-    return {"query": "export role", "results": [{"excerpt": "…", "title": t, "id": i, "revision": r} for i, r, t in docs]}
+    results = [{"id": code, "revision": revision, "title": title, "excerpt": "…"} for code, revision, title in docs]
+    return {"query": "export role", "results": results}
 
 
 EXPORT, NOTE = ("DOC-EXPORT-7", "r3", "CSV export permissions"), ("DOC-NOTE-9", "r1", "Export troubleshooting notes")
