@@ -27,6 +27,7 @@ from .models import (
     ApiToken,
     Approval,
     BudgetDefaults,
+    EvidenceCheck,
     PacketReview,
     ReviewPacket,
     Run,
@@ -35,6 +36,8 @@ from .models import (
     WebhookDelivery,
     available_time_zones,
 )
+from .recheck import document_links
+from .recheck_compare import Outcome, needs_acknowledgement
 from .staff import (
     Refused,
     access_approval,
@@ -43,6 +46,7 @@ from .staff import (
     can,
     do_answer_approval,
     do_cancel,
+    do_packet_recheck,
     do_review,
     require,
 )
@@ -272,6 +276,7 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
             "reviews": list(packet.reviews.select_related("reviewer")),
             "can_review": can(request.user, "agentrun.review_packet"),
             "note": request.GET.get("note", ""),
+            **recheck_context(do_packet_recheck(user=request.user, packet=packet)),
         }
         return TemplateResponse(request, "admin/agentrun/reviewpacket/detail.html", context)
 
@@ -289,7 +294,8 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
             messages.error(request, "Choose accept or reject.")
             return HttpResponseRedirect(packet_url(packet_id))
         try:
-            do_review(user=request.user, packet_id=packet_id, decision=decision, note=request.POST.get("note", ""))
+            do_review(user=request.user, packet_id=packet_id, decision=decision, note=request.POST.get("note", ""),
+                      acknowledge_changed_evidence=request.POST.get("acknowledge_changed_evidence") == "on")
         except Refused as exc:
             messages.error(request, exc.message)
             return HttpResponseRedirect(packet_url(packet_id))
@@ -297,9 +303,19 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
         return HttpResponseRedirect(reverse("admin:agentrun_reviewpacket_changelist"))
 
 
+def recheck_context(checks) -> dict:
+    """The packet page's re-check banner and per-item statuses (templates/admin/agentrun/_recheck.html)."""
+    links = document_links(checks)
+    attention = [c.ref for c in checks if needs_acknowledgement(c.comparison.outcome)]
+    unchecked = [c.ref for c in checks if c.comparison.outcome == Outcome.COULD_NOT_CHECK]
+    return {"rechecks": [c.as_dict(links) for c in checks], "recheck_attention": attention,
+            "recheck_unchecked": unchecked}
+
+
 @admin.register(PacketReview)
 class PacketReviewAdmin(ReadOnlyAdmin):
-    list_display = ("id", "packet_link", "decision", "reviewer", "created_at", "note")
+    list_display = ("id", "packet_link", "decision", "reviewer", "created_at", "acknowledged_changed_evidence",
+                    "note")
     list_filter = ("decision",)
     list_select_related = ("reviewer", "packet__run__ticket")
 
@@ -307,6 +323,30 @@ class PacketReviewAdmin(ReadOnlyAdmin):
     def packet_link(self, review):
         return format_html('<a href="{}">{} (run {})</a>', packet_url(review.packet_id),
                            review.packet.run.ticket.ref, review.packet.run_id)
+
+
+@admin.register(EvidenceCheck)
+class EvidenceCheckAdmin(ReadOnlyAdmin):
+    """Every re-check of a cited evidence item when its packet was opened (read-only, append-only)."""
+
+    list_display = ("id", "checked_at", "packet_link", "evidence_ref", "result", "what_changed", "checked_by")
+    list_filter = ("result", "checked_at")
+    list_select_related = ("packet__run__ticket", "evidence", "checked_by")
+    search_fields = ("=packet__id", "packet__run__ticket__ref")
+    list_per_page = 50
+
+    @admin.display(description="packet")
+    def packet_link(self, check):
+        return format_html('<a href="{}">{} (packet {})</a>', packet_url(check.packet_id),
+                           check.packet.run.ticket.ref, check.packet_id)
+
+    @admin.display(description="evidence")
+    def evidence_ref(self, check):
+        return check.evidence.ref
+
+    @admin.display(description="difference or reason")
+    def what_changed(self, check):
+        return "; ".join(d.get("text", "") for d in check.differences) or check.reason
 
 
 @admin.register(Approval)

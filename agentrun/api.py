@@ -18,9 +18,11 @@ from .staff import (
     do_answer_approval,
     do_cancel,
     do_investigate,
+    do_packet_recheck,
     do_review,
     require,
 )
+from .recheck import ItemCheck, document_links
 from .statuses import Detail, Status
 from .timeline import budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
 
@@ -137,7 +139,28 @@ class ReviewOut(Schema):
     reviewer: str
     decision: str
     note: str
+    acknowledged_changed_evidence: bool
+    changed_evidence: list[str]
     created_at: datetime
+
+
+class DifferenceOut(Schema):
+    field: str
+    old: str
+    new: str
+    text: str
+    document: str | None
+    link: str | None
+
+
+class EvidenceCheckOut(Schema):
+    ref: str
+    result: Literal["unchanged", "changed", "gone", "could_not_check"]
+    label: str
+    reason: str
+    differences: list[DifferenceOut]
+    checked_at: datetime
+    reused: bool
 
 
 class PacketOut(Schema):
@@ -158,6 +181,7 @@ class PacketOut(Schema):
     review_state: str
     reviews: list[ReviewOut]
     created_at: datetime
+    evidence_checks: list[EvidenceCheckOut]
 
 
 class StrictIn(Schema):
@@ -167,6 +191,7 @@ class StrictIn(Schema):
 class ReviewIn(StrictIn):
     decision: Literal["accept", "reject"]
     note: str = Field("", max_length=2000, pattern=SAFE_TEXT)
+    acknowledge_changed_evidence: bool = False
 
 
 class ApprovalIn(StrictIn):
@@ -226,11 +251,15 @@ def run_detail_out(run: Run) -> dict[str, Any]:
 
 def review_out(review: PacketReview) -> dict[str, Any]:
     return {"id": review.pk, "packet_id": review.packet_id, "reviewer": review.reviewer.get_username(),
-            "decision": review.decision, "note": review.note, "created_at": review.created_at}
+            "decision": review.decision, "note": review.note,
+            "acknowledged_changed_evidence": review.acknowledged_changed_evidence,
+            "changed_evidence": review.changed_evidence, "created_at": review.created_at}
 
 
-def packet_out(packet: ReviewPacket) -> dict[str, Any]:
+def packet_out(packet: ReviewPacket, checks: list[ItemCheck]) -> dict[str, Any]:
+    """The packet, with `checks` (agentrun.recheck.ItemCheck) of its evidence as they read now."""
     run = packet.run
+    links = document_links(checks)
     reviews = packet.reviews.select_related("reviewer").order_by("created_at", "id")
     return {
         "id": packet.pk, "run_id": run.pk, "ticket": run.ticket.ref,
@@ -243,6 +272,7 @@ def packet_out(packet: ReviewPacket) -> dict[str, Any]:
         ),
         "refused": packet.refused, "budget_spent": packet.budget_spent, "review_state": packet.review_state,
         "reviews": [review_out(r) for r in reviews], "created_at": packet.created_at,
+        "evidence_checks": [c.as_dict(links) for c in checks],
     }
 
 
@@ -312,13 +342,18 @@ def answer_approval(request, payload: ApprovalIn, run_id: int = IdPath):
 
 @router.get("/packets/{packet_id}", response={200: PacketOut, ERRORS: ErrorOut})
 def get_packet(request, packet_id: int = IdPath):
-    """A review packet with its cited evidence inline and its review history."""
-    return packet_out(access_packet(user=request.auth, packet_id=packet_id))
+    """A review packet with its cited evidence inline, each item re-checked against its source now, and its
+    review history."""
+    packet = access_packet(user=request.auth, packet_id=packet_id)
+    return packet_out(packet, do_packet_recheck(user=request.auth, packet=packet))
 
 
 @router.post("/packets/{packet_id}/review", response={201: ReviewOut, ERRORS: ErrorOut})
 def review_packet(request, payload: ReviewIn, packet_id: int = IdPath):
-    """Accept or reject a packet; a rejection needs a note. Reviews are appended, never edited."""
+    """Accept or reject a packet; a rejection needs a note. Accepting a packet whose evidence re-checks as changed
+    or gone needs `acknowledge_changed_evidence: true` (409 `evidence_changed` otherwise). Reviews are appended,
+    never edited."""
     decision = PacketReview.Decision.ACCEPTED if payload.decision == "accept" else PacketReview.Decision.REJECTED
-    review = do_review(user=request.auth, packet_id=packet_id, decision=decision, note=payload.note)
+    review = do_review(user=request.auth, packet_id=packet_id, decision=decision, note=payload.note,
+                       acknowledge_changed_evidence=payload.acknowledge_changed_evidence)
     return Reply(201, review_out(PacketReview.objects.select_related("reviewer").get(pk=review.pk)))

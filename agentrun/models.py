@@ -10,6 +10,7 @@ from django.db import models
 from django.utils import timezone
 
 from .budgets import Budget, Usage
+from .recheck_compare import Outcome
 from .statuses import ACTIVE, Detail, Status
 
 
@@ -261,7 +262,22 @@ class RunRequest(models.Model):
         ]
 
 
-class PacketReview(models.Model):
+class AppendOnly(models.Model):
+    """Rows written once: saving one again, or deleting it, raises ValueError."""
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise ValueError(f"{self._meta.verbose_name_plural} are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError(f"{self._meta.verbose_name_plural} are append-only")
+
+
+class PacketReview(AppendOnly):
     """One staff decision on a review packet. Append-only: never changed or deleted."""
 
     class Decision(models.TextChoices):
@@ -273,17 +289,15 @@ class PacketReview(models.Model):
     decision = models.CharField(max_length=16, choices=Decision.choices)
     note = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    acknowledged_changed_evidence = models.BooleanField(
+        default=False, help_text="The reviewer said they accept knowing that cited evidence changed or is gone."
+    )
+    changed_evidence = models.JSONField(
+        default=list, blank=True, help_text="The evidence refs re-checked as changed or gone when accepted."
+    )
 
     class Meta:
         ordering = ["packet", "created_at", "id"]
-
-    def save(self, *args, **kwargs):
-        if self.pk is not None:
-            raise ValueError("packet reviews are append-only")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args, **kwargs):
-        raise ValueError("packet reviews are append-only")
 
     def __str__(self) -> str:
         return f"{self.decision} by {self.reviewer_id} on packet {self.packet_id}"
@@ -436,3 +450,28 @@ class WebhookAttempt(models.Model):
 
     def __str__(self) -> str:
         return f"attempt {self.number} of {self.delivery_id}"
+
+
+class EvidenceCheck(AppendOnly):
+    """One re-read of an evidence item's source when its packet was opened. Append-only.
+
+    Written only when a check ran (a result reused from the cache writes nothing);
+    agentrun.recheck writes them.
+    """
+
+    evidence = models.ForeignKey("tickets.Evidence", on_delete=models.CASCADE, related_name="checks")
+    packet = models.ForeignKey(ReviewPacket, on_delete=models.CASCADE, related_name="evidence_checks")
+    checked_at = models.DateTimeField(default=timezone.now)
+    checked_by = models.ForeignKey(
+        "auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="evidence_checks"
+    )
+    result = models.CharField(max_length=16, choices=Outcome.choices)
+    differences = models.JSONField(default=list, blank=True, help_text="Each field that reads differently now.")
+    reason = models.TextField(blank=True, default="", help_text="Why the source is gone or could not be checked.")
+
+    class Meta:
+        ordering = ["-checked_at", "-id"]
+        indexes = [models.Index(fields=["evidence", "checked_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.result} check of evidence {self.evidence_id} on packet {self.packet_id}"

@@ -5,6 +5,8 @@ sort on it; it is written only here, in the same transaction as the review.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django.contrib.auth.models import User
 from django.db import transaction
 
@@ -20,8 +22,13 @@ class ReviewError(Exception):
         self.code = code
 
 
-def packet_review(*, packet_id: int, reviewer: User, decision: str, note: str = "") -> PacketReview:
+def packet_review(*, packet_id: int, reviewer: User, decision: str, note: str = "",
+                  changed_evidence: Sequence[str] = (), acknowledge_changed_evidence: bool = False) -> PacketReview:
     """Record `reviewer`'s decision on a packet. A rejection needs a note saying why.
+
+    Accepting a packet whose `changed_evidence` (refs re-checked as changed or
+    gone, agentrun.recheck.packet_attention) is not empty needs
+    `acknowledge_changed_evidence`; the review records both.
 
     With the packet webhook on, a `packet.reviewed` event is recorded with the
     review and sent after the commit.
@@ -33,11 +40,19 @@ def packet_review(*, packet_id: int, reviewer: User, decision: str, note: str = 
         raise ReviewError("note_required", "Say why the packet is rejected: a note is required.")
     if len(note) > MAX_NOTE:
         raise ReviewError("note_too_long", f"The note is longer than {MAX_NOTE} characters.")
+    accepting = decision == PacketReview.Decision.ACCEPTED
+    if accepting and changed_evidence and not acknowledge_changed_evidence:
+        raise ReviewError("evidence_changed", f"Evidence {', '.join(changed_evidence)} changed or is gone since the "
+                          "packet was written: acknowledge the changed evidence to accept the packet.")
     with transaction.atomic():
         packet = ReviewPacket.objects.select_for_update().filter(pk=packet_id).first()
         if packet is None:
             raise ReviewError("not_found", f"There is no review packet {packet_id}.")
-        review = PacketReview.objects.create(packet=packet, reviewer=reviewer, decision=decision, note=note)
+        review = PacketReview.objects.create(
+            packet=packet, reviewer=reviewer, decision=decision, note=note,
+            acknowledged_changed_evidence=accepting and acknowledge_changed_evidence,
+            changed_evidence=list(changed_evidence) if accepting else [],
+        )
         ReviewPacket.objects.filter(pk=packet.pk).update(review_state=decision)
         if webhook_enabled():
             run = Run.objects.select_related("ticket").get(pk=packet.run_id)

@@ -18,6 +18,7 @@ _READ = [
     "tickets.view_document", "tickets.view_documentrevision", "tickets.view_job", "tickets.view_service",
     "tickets.view_incident",
     "agentrun.view_run", "agentrun.view_reviewpacket", "agentrun.view_packetreview", "agentrun.view_approval",
+    "agentrun.view_evidencecheck",
 ]
 _OWN_TOKENS = ["agentrun.view_apitoken", "agentrun.add_apitoken", "agentrun.delete_apitoken"]
 _OWN_PREFERENCES = ["agentrun.view_staffpreference", "agentrun.change_staffpreference"]

@@ -15,6 +15,7 @@ from tickets.services import PublishOutcome, document_publish
 
 from .config import ConfigError
 from .models import Approval, PacketReview, ReviewPacket, Run, RunRequest
+from .recheck import ItemCheck, packet_attention, packet_recheck
 from .reviews import ReviewError, packet_review
 from .roles import INTEGRATIONS, SUPERVISORS
 from .services import RunError, approval_answer, investigation_start, run_cancel
@@ -187,14 +188,28 @@ def do_answer_approval(*, user: User, run_id: int, grant: bool) -> Run:
     return Run.objects.get(pk=run.pk)
 
 
-def do_review(*, user: User, packet_id: int, decision: str, note: str = "") -> PacketReview:
+def do_packet_recheck(*, user: User, packet: ReviewPacket) -> list[ItemCheck]:
+    """The packet's evidence re-checked for a user who may see it (agentrun.recheck)."""
+    require(user, "agentrun.view_reviewpacket")
+    return packet_recheck(packet=packet, user=user)
+
+
+_REVIEW_STATUS = {"not_found": 404, "evidence_changed": 409}
+
+
+def do_review(*, user: User, packet_id: int, decision: str, note: str = "",
+              acknowledge_changed_evidence: bool = False) -> PacketReview:
+    """An acceptance first re-checks the packet's evidence (outside any transaction) where no check is recent."""
     require(user, "agentrun.review_packet")
-    access_packet(user=user, packet_id=packet_id)
+    packet = access_packet(user=user, packet_id=packet_id)
+    changed = packet_attention(packet=packet, user=user) if decision == PacketReview.Decision.ACCEPTED else []
     try:
-        return packet_review(packet_id=packet_id, reviewer=user, decision=decision, note=note)
+        return packet_review(packet_id=packet_id, reviewer=user, decision=decision, note=note,
+                             changed_evidence=changed, acknowledge_changed_evidence=acknowledge_changed_evidence)
     except ReviewError as exc:
-        # A review that does not fit (no note for a rejection) is a 422, like any body that does not fit.
-        raise Refused(exc.code, str(exc), 404 if exc.code == "not_found" else 422) from None
+        # A review that does not fit (no note for a rejection) is a 422, like any body that does not fit;
+        # an acceptance of changed evidence without saying so is a 409 (the packet's evidence is not as written).
+        raise Refused(exc.code, str(exc), _REVIEW_STATUS.get(exc.code, 422)) from None
 
 
 def do_document_publish(*, user: User, code: str, text: DocumentText) -> PublishOutcome:

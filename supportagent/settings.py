@@ -250,6 +250,27 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+def env_cache(name: str, fallback: str) -> dict:
+    """The default cache: `locmem` (this process only) or a redis:// / rediss:// URL shared by every process.
+
+    Unset, a Redis broker (`fallback`) is shared the same way; anything else is locmem.
+    """
+    raw = env_str(name) or (fallback if fallback.lower().startswith(("redis://", "rediss://")) else "locmem")
+    if raw.lower() == "locmem":
+        return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "supportagent"}
+    if not raw.lower().startswith(("redis://", "rediss://")):
+        raise ImproperlyConfigured(f"{name} must be locmem or a redis:// or rediss:// URL")
+    return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": raw,
+            "KEY_PREFIX": env_str("AGENT_CACHE_PREFIX", "supportagent")}
+
+
+CACHES = {"default": env_cache("AGENT_CACHE_URL", CELERY_BROKER_URL)}
+# Evidence re-checked at review time (README): the time all of a packet's re-reads may take together,
+# and how long a re-check is reused (a page reloaded within it reads nothing again).
+AGENT_RECHECK_TIMEOUT = env_float("AGENT_RECHECK_TIMEOUT", 3.0)
+AGENT_RECHECK_REUSE_SECONDS = env_int("AGENT_RECHECK_REUSE_SECONDS", 60)
+
+
 # The agent. Budgets are defaults for new runs; each run stores its own copy.
 AGENT_MODEL = env_str("AGENT_MODEL", "rules")
 # Overrides of the contract's defaults (CONFORMANCE §2) for new runs, e.g. {"max_tool_attempts": 4}.
