@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from agentrun.scenarios import Scenario, run_scenario
+from agentrun.scenarios.format import Scenario
+from agentrun.scenarios.runner import run_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = sorted((ROOT / "tests" / "scenarios").glob("*.json"))
