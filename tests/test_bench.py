@@ -8,6 +8,7 @@ import sys
 import uuid
 
 import psycopg
+import pytest
 
 from tests.workers import ROOT
 
@@ -16,19 +17,25 @@ KEYS = {"commits_per_cycle", "statements_per_run", "ms_per_run_median", "floor_m
         "metrics_on_ms_per_run_median", "metrics_off_ms_per_run_median", "metrics_overhead_ratio"}
 
 
-SERVER = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
+@pytest.fixture(scope="module")
+def server() -> str:
+    """The PostgreSQL server of DATABASE_URL (bin/test sets it), read when a test runs, not at import."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        pytest.fail("the benchmark runs on PostgreSQL: set DATABASE_URL (bin/test does)")
+    return url.rsplit("/", 1)[0]
 
 
-def bench(*args: str, timeout: float) -> subprocess.CompletedProcess:
-    """bench/loop_bench.py run with `args` on a database of its own."""
-    env = {**os.environ, "DATABASE_URL": f"{SERVER}/supportagent_bench_smoke",
+def bench(server: str, *args: str, timeout: float) -> subprocess.CompletedProcess:
+    """bench/loop_bench.py run with `args` on a database of its own on `server`."""
+    env = {**os.environ, "DATABASE_URL": f"{server}/supportagent_bench_smoke",
            "DJANGO_SECRET_KEY": "bench-smoke-" + uuid.uuid4().hex + uuid.uuid4().hex}
     return subprocess.run([sys.executable, str(ROOT / "bench" / "loop_bench.py"), *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
-def test_the_benchmark_prints_its_figures_as_json():
-    done = bench("--json", "--runs", "3", "--concurrency-runs", "24", "--concurrency", "4", "--rounds", "1",
+def test_the_benchmark_prints_its_figures_as_json(server):
+    done = bench(server, "--json", "--runs", "3", "--concurrency-runs", "24", "--concurrency", "4", "--rounds", "1",
                  "--memory-runs", "110", timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(done.stdout.strip().splitlines()[-1])
@@ -48,11 +55,11 @@ def test_the_benchmark_prints_its_figures_as_json():
     assert figures["metrics_on_ms_per_run_median"] > 0 and figures["metrics_off_ms_per_run_median"] > 0
 
 
-def test_the_benchmark_refuses_a_concurrency_the_database_cannot_connect():
-    with psycopg.connect(f"{SERVER}/postgres") as conn:  # a worker process's pool opens at most 40 connections
+def test_the_benchmark_refuses_a_concurrency_the_database_cannot_connect(server):
+    with psycopg.connect(f"{server}/postgres") as conn:  # a worker process's pool opens at most 40 connections
         allowed = conn.execute("SELECT current_setting('max_connections')::int").fetchone()[0]
     workers = allowed // 40 + 1
-    done = bench("--json", "--workers", str(workers), "--concurrency", str(40 * workers), timeout=300)
+    done = bench(server, "--json", "--workers", str(workers), "--concurrency", str(40 * workers), timeout=300)
     assert done.returncode == 1 and done.stdout == ""
     assert f"concurrency {40 * workers} on {workers} workers needs about" in done.stderr
     assert "max_connections" in done.stderr
