@@ -35,7 +35,8 @@ Write transactions are counted by PostgreSQL itself: each one takes a
 transaction id, so the distance the next id moved is the count (the figure is
 the fewest seen over several runs, so that other sessions' work is not counted).
 Needs PostgreSQL and Redis (bin/services starts them); DATABASE_URL defaults to a
-database of its own.
+database of its own; the runs go to CELERY_BROKER_URL's broker when it is set
+(its workers listen there too), else to the local Redis.
 """
 from __future__ import annotations
 
@@ -58,7 +59,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportagent.settings")
 # As in production: with DEBUG on, Django keeps a log of every query per connection.
 os.environ.setdefault("DJANGO_DEBUG", "false")
 os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + uuid.uuid4().hex + uuid.uuid4().hex)
-BROKER = "redis://127.0.0.1:6379/0"
+# One broker for the benchmark and its workers: the environment's when set (Celery itself prefers
+# CELERY_BROKER_URL to any configured broker_url), else the local Redis.
+BROKER = os.environ.get("CELERY_BROKER_URL") or "redis://127.0.0.1:6379/0"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 import django  # noqa: E402

@@ -26,17 +26,18 @@ def server() -> str:
     return url.rsplit("/", 1)[0]
 
 
-def bench(server: str, *args: str, timeout: float) -> subprocess.CompletedProcess:
-    """bench/loop_bench.py run with `args` on a database of its own on `server`."""
-    env = {**os.environ, "DATABASE_URL": f"{server}/supportagent_bench_smoke",
+def bench(server: str, *args: str, timeout: float, **extra: str) -> subprocess.CompletedProcess:
+    """bench/loop_bench.py run with `args` on a database of its own on `server` (and `extra` environment)."""
+    env = {**os.environ, "DATABASE_URL": f"{server}/supportagent_bench_smoke", **extra,
            "DJANGO_SECRET_KEY": "bench-smoke-" + uuid.uuid4().hex + uuid.uuid4().hex}
     return subprocess.run([sys.executable, str(ROOT / "bench" / "loop_bench.py"), *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
 def test_the_benchmark_prints_its_figures_as_json(server):
+    # As the README's production section exports it: the runs and the workers meet on this broker.
     done = bench(server, "--json", "--runs", "3", "--concurrency-runs", "24", "--concurrency", "4", "--rounds", "1",
-                 "--memory-runs", "110", timeout=600)
+                 "--memory-runs", "110", timeout=600, CELERY_BROKER_URL="redis://127.0.0.1:6379/2")
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     assert KEYS <= figures.keys()
