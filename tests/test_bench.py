@@ -14,7 +14,8 @@ from tests.workers import ROOT
 
 KEYS = {"commits_per_cycle", "statements_per_run", "ms_per_run_median", "floor_ms_per_run_median", "ratio_to_floor",
         "sql_alone_ratio_to_floor", "concurrency_efficiency", "floor_concurrency_efficiency", "rss_growth_ratio",
-        "metrics_on_ms_per_run_median", "metrics_off_ms_per_run_median", "metrics_overhead_ratio"}
+        "metrics_on_ms_per_run_median", "metrics_off_ms_per_run_median", "metrics_overhead_ratio",
+        "inflight_p95_slowdown", "inflight_capacity"}
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,8 @@ def bench(server: str, *args: str, timeout: float, **extra: str) -> subprocess.C
 def test_the_benchmark_prints_its_figures_as_json(server):
     # As the README's production section exports it: the runs and the workers meet on this broker.
     done = bench(server, "--json", "--runs", "3", "--concurrency-runs", "24", "--concurrency", "4", "--rounds", "1",
-                 "--memory-runs", "110", timeout=600, CELERY_BROKER_URL="redis://127.0.0.1:6379/2")
+                 "--memory-runs", "110", "--inflight-runs", "4", "--inflight-levels", "4", timeout=600,
+                 CELERY_BROKER_URL="redis://127.0.0.1:6379/2")
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     assert KEYS <= figures.keys()
@@ -54,6 +56,9 @@ def test_the_benchmark_prints_its_figures_as_json(server):
         assert 0 < figures[f"{side}_cpu_bound_efficiency"] <= 1
     assert figures["rss_growth_ratio"] > 0
     assert figures["metrics_on_ms_per_run_median"] > 0 and figures["metrics_off_ms_per_run_median"] > 0
+    # A run in flight takes at least its own latencies; capacity is a level tried, or 0 when none kept within 1.10.
+    assert figures["inflight_runs"] == 4 and figures["inflight_p95_slowdown"] >= 1
+    assert figures["inflight_capacity"] == (4 if figures["inflight_p95_slowdown"] <= 1.10 else 0)
 
 
 def test_the_benchmark_refuses_a_concurrency_the_database_cannot_connect(server):
