@@ -170,7 +170,8 @@ class RunAdmin(ReadOnlyAdmin):
             "requested_by": getattr(getattr(run, "request", None), "requested_by", None),
             "active": run.is_active,
             "can_cancel": run.is_active and can(request.user, "agentrun.cancel_run"),
-            "can_approve": run.status == "WAITING_APPROVAL" and can(request.user, "agentrun.answer_approval"),
+            "waiting": run.status == Status.WAITING_APPROVAL,
+            "can_approve": run.status == Status.WAITING_APPROVAL and can(request.user, "agentrun.answer_approval"),
         }
         return TemplateResponse(request, "admin/agentrun/run/detail.html", context)
 
@@ -202,7 +203,7 @@ class RunAdmin(ReadOnlyAdmin):
         except Refused as exc:
             messages.error(request, exc.message)
         else:
-            note = "cancelled" if run.status == "CANCELLED" else "will stop before its next operation"
+            note = "cancelled" if run.status == Status.CANCELLED else "will stop before its next operation"
             messages.success(request, f"Run {run.pk} {note}.")
         return HttpResponseRedirect(run_url(run_id))
 

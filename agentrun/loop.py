@@ -29,7 +29,7 @@ from tickets.selectors import SessionScope
 
 from .adapters import ModelAdapter, ModelRequestSpec, adapter_for_run
 from .budgets import Budget
-from .dispatch import Dispatcher, dispatcher_for_run
+from .dispatch import Dispatcher
 from .lookups import Lookup
 from .models import Run
 from .selectors import run_context
@@ -70,8 +70,9 @@ def _drive(run_id: int, owner: str, adapter: ModelAdapter | None, dispatcher: Di
     run = step.run  # with its ticket and session, as the operations see them
     log_step("begin", ticket=run.ticket.ref if Run.ticket.is_cached(run) else "")
     if step.op is not None:
-        adapter = adapter or adapter_for_run(run)
-        dispatcher = dispatcher or dispatcher_for_run(run)
+        if adapter is None or dispatcher is None:
+            model, tools = run_io(run)
+            adapter, dispatcher = adapter or model, dispatcher or tools
         budget = run.get_budget()
         log.info("run %s taken up (%s)", run_id, run.status)
     while step.op is not None:
@@ -89,6 +90,20 @@ def _drive(run_id: int, owner: str, adapter: ModelAdapter | None, dispatcher: Di
     run = step.run if step.run is not None else row_get(Run, run_id)  # as the last step wrote it
     log.info("run %s left %s", run_id, run.status)
     return run
+
+
+def run_io(run: Run) -> tuple[ModelAdapter, Dispatcher]:
+    """The model adapter and the dispatcher a run uses.
+
+    A run whose record carries a scenario's script (only the scenario runner
+    writes one) gets the scenario's wrappers (faults, probe): the one place
+    production code reaches scenario code, imported here so a real run never loads it.
+    """
+    if run.model_script is None:
+        return adapter_for_run(run), Dispatcher()
+    from .scenarios.harness import scenario_io
+
+    return scenario_io(run)
 
 
 def _step_name(op: Operation) -> str:

@@ -1,17 +1,16 @@
 """Starting, cancelling and approving runs: the entry points that staff surfaces and commands call.
 
-The steps of a running run (and every counter write) are in agentrun.steps.
+The steps of a running run (and every counter write) are in agentrun.steps; handing a run
+to a worker is agentrun.tasks.enqueue_advance (services sit above the tasks, never below).
 """
 from __future__ import annotations
 
-import logging
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from supportagent.rows import row_insert
 from tickets.models import CustomerSession, Ticket
@@ -23,9 +22,8 @@ from .models import Approval, Run
 from .statuses import Detail, Status, Stop
 from .refusals import refusal_of_denial
 from .steps import run_end, run_lock
+from .tasks import enqueue_advance
 from .tools import TOOLS
-
-log = logging.getLogger("agentrun")
 
 
 class RunError(Exception):
@@ -94,42 +92,6 @@ def investigation_start(
         run = run_start(ticket=ticket, session=session, model_name=model_name)
         enqueue_advance(run.pk)
     return run
-
-
-def enqueue_advance(run_id: int) -> None:
-    """Have a worker drive the run once the current transaction commits.
-
-    The task's hard time limit is derived from the run's deadline: the outside
-    stop for code that ignores cooperative cancellation, on pools that enforce
-    it (prefork, gevent). On any pool the watchdog ends the run at its deadline.
-
-    When the broker cannot be reached the run stays as committed (queued, or
-    granted and waiting) and the error is logged: the caller is not failed for
-    a run that exists, and the watchdog enqueues it again once the broker
-    answers (after AGENT_QUEUED_GRACE_SECONDS).
-    """
-    from .tasks import advance_run
-
-    def send() -> None:
-        run = Run.objects.only("deadline_at").get(pk=run_id)
-        limit = max(run.time_left(), 0) + settings.AGENT_LEASE_MARGIN_SECONDS
-        try:
-            advance_run.apply_async((run_id,), time_limit=limit)
-        except BrokerUnavailable as exc:
-            log.error("run %s is saved but could not be enqueued, the broker did not answer (%s); the watchdog"
-                      " enqueues it again once it does", run_id, exc)
-
-    transaction.on_commit(send)
-
-
-def run_rewind_clock(*, run_id: int, elapsed_seconds: float) -> None:
-    """Scenario set-up only: make `elapsed_seconds` of the run's time already gone."""
-    run = Run.objects.get(pk=run_id)
-    now = timezone.now()
-    created = now - timedelta(seconds=elapsed_seconds)
-    Run.objects.filter(pk=run_id, status=Status.QUEUED).update(
-        created_at=created, deadline_at=created + timedelta(seconds=run.get_budget().deadline_seconds)
-    )
 
 
 def run_cancel(*, run_id: int) -> Run:

@@ -1,10 +1,26 @@
 """Celery tasks: thin, idempotent, taking ids. Domain outcomes are statuses, never retries
-(a webhook delivery is the exception: trying the receiver again later is its job)."""
+(a webhook delivery is the exception: trying the receiver again later is its job).
+
+Sending a run to a worker (enqueue_advance) lives here, beside its task. The modules the
+tasks call (the loop, the watchdog, the webhooks) never import this one: the watchdog's
+pass returns what to enqueue and its task enqueues it, and a webhook delivery is sent by
+its task's name. So the imports run one way: services -> tasks -> loop, watchdog, webhooks.
+"""
+from __future__ import annotations
+
+import logging
+
 from celery import shared_task
+from django.conf import settings
+from django.db import transaction
+from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from .loop import run_advance
-from .watchdog import watchdog_pass
-from .webhooks import webhook_deliver
+from .models import Run
+from .watchdog import WatchdogPass, watchdog_pass
+from .webhooks import DELIVER_WEBHOOK_TASK, webhook_deliver
+
+log = logging.getLogger("agentrun")
 
 
 @shared_task(name="agentrun.advance_run", ignore_result=True)
@@ -14,14 +30,42 @@ def advance_run(run_id: int) -> None:
 
 
 @shared_task(name="agentrun.watchdog", ignore_result=True)
-def watchdog() -> None:
-    watchdog_pass()
+def watchdog() -> WatchdogPass:
+    """One watchdog pass; the runs it hands back are enqueued here. Returns the pass (for callers in-process)."""
+    done = watchdog_pass()
+    for run_id in done.requeued:
+        enqueue_advance(run_id)
+    return done
 
 
-@shared_task(bind=True, name="agentrun.deliver_webhook", ignore_result=True, max_retries=None)
+@shared_task(bind=True, name=DELIVER_WEBHOOK_TASK, ignore_result=True, max_retries=None)
 def deliver_webhook(self, event_id: str) -> None:
     """One attempt at a packet event; retried at the backoff until the delivery says it is done
     (its attempts, counted in the database, bound the retries)."""
     wait = webhook_deliver(event_id=event_id)
     if wait is not None:
         raise self.retry(countdown=wait)
+
+
+def enqueue_advance(run_id: int) -> None:
+    """Have a worker drive the run once the current transaction commits.
+
+    The task's hard time limit is derived from the run's deadline: the outside
+    stop for code that ignores cooperative cancellation, on pools that enforce
+    it (prefork, gevent). On any pool the watchdog ends the run at its deadline.
+
+    When the broker cannot be reached the run stays as committed (queued, or
+    granted and waiting) and the error is logged: the caller is not failed for
+    a run that exists, and the watchdog enqueues it again once the broker
+    answers (after AGENT_QUEUED_GRACE_SECONDS).
+    """
+    def send() -> None:
+        run = Run.objects.only("deadline_at").get(pk=run_id)
+        limit = max(run.time_left(), 0) + settings.AGENT_LEASE_MARGIN_SECONDS
+        try:
+            advance_run.apply_async((run_id,), time_limit=limit)
+        except BrokerUnavailable as exc:
+            log.error("run %s is saved but could not be enqueued, the broker did not answer (%s); the watchdog"
+                      " enqueues it again once it does", run_id, exc)
+
+    transaction.on_commit(send)

@@ -6,6 +6,10 @@ died), and runs that no worker took up (their task was lost, or never sent
 because the broker was down when they were queued or granted), back to the
 queue. Celery beat runs a pass every AGENT_WATCHDOG_INTERVAL seconds;
 `manage.py watchdog --once` runs one.
+
+A pass only writes: it returns the runs it handed back (`requeued`), and its
+caller, the `agentrun.watchdog` task, enqueues them (so this module needs
+nothing from the tasks or the services that sit above it).
 """
 from __future__ import annotations
 
@@ -18,7 +22,6 @@ from django.utils import timezone
 
 from . import metrics
 from .models import Approval, Run
-from .services import enqueue_advance
 from .statuses import ACTIVE, Status
 from .steps import run_expire, run_requeue
 
@@ -26,7 +29,7 @@ from .steps import run_expire, run_requeue
 @dataclass(frozen=True)
 class WatchdogPass:
     expired: list[int]
-    requeued: list[int]
+    requeued: list[int]  # requeued in the database; for the caller to enqueue
 
 
 def watchdog_pass() -> WatchdogPass:
@@ -47,7 +50,6 @@ def watchdog_pass() -> WatchdogPass:
     requeued = []
     for run_id in orphaned:
         if run_requeue(run_id=run_id, grace_seconds=settings.AGENT_QUEUED_GRACE_SECONDS):
-            enqueue_advance(run_id)
             requeued.append(run_id)
     metrics.watchdog_acted(metrics.REQUEUE, len(requeued))
     return WatchdogPass(expired, requeued)

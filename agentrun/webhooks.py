@@ -37,6 +37,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerUnavailable
 from pydantic import BaseModel, ConfigDict
 
+from supportagent.celery import app as celery_app
 from supportagent.rows import row_insert_later
 
 from .models import PacketReview, ReviewPacket, Run, WebhookAttempt, WebhookDelivery
@@ -46,6 +47,7 @@ log = logging.getLogger("agentrun")
 
 PACKET_WRITTEN, PACKET_REVIEWED = "packet.written", "packet.reviewed"
 SIGNATURE_HEADER = "X-Supportagent-Signature"
+DELIVER_WEBHOOK_TASK = "agentrun.deliver_webhook"  # the task (agentrun.tasks) that sends one delivery
 # A sender holds a delivery for its request's timeout and this much more.
 CLAIM_MARGIN_SECONDS = 10.0
 Outcome = WebhookAttempt.Outcome
@@ -258,13 +260,11 @@ def webhook_enqueue(event_id: str) -> None:
     When the broker cannot be reached the delivery stays pending and the error is
     logged; `manage.py deliver_webhooks` sends it once it is due.
     """
-    from .tasks import deliver_webhook
-
-    if deliver_webhook.app.conf.task_always_eager:
+    if celery_app.conf.task_always_eager:
         _send_in_background(event_id)
         return
     try:
-        deliver_webhook.apply_async((event_id,))
+        celery_app.send_task(DELIVER_WEBHOOK_TASK, (event_id,))  # by name: agentrun.tasks imports this module
     except BrokerUnavailable as exc:
         log.error("packet webhook %s is saved but could not be enqueued, the broker did not answer (%s);"
                   " manage.py deliver_webhooks sends it", event_id, exc)

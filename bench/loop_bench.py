@@ -25,7 +25,15 @@ Measures, in one run:
   run at a time is what driving dozens of runs in the threads of one process adds);
 * a worker's resident memory after 10,000 runs against after 100;
 * milliseconds per run with the Prometheus metrics counted and with them off
-  (AGENT_METRICS), taking turns, as a ratio.
+  (AGENT_METRICS), taking turns, as a ratio;
+* runs in flight at real latencies: 200 J-42 runs on real workers (one
+  process per core, threads), each model request taking about 1 s and each
+  dispatch about 0.2 s (each drawn within +-50 %), arriving evenly over 2 s;
+  for each run, its time from arrival (its enqueue) to its packet over the sum
+  of its own latencies; the 95th percentile over the runs is
+  `inflight_p95_slowdown` (what the machinery adds; target <= 1.10), and
+  `inflight_capacity` is the largest of 100, 200, 400 and 800 runs in flight
+  for which it stays <= 1.10 (`--inflight-only` measures just these).
 
 Statements are counted as Django sends them (the floor's as psycopg does); a
 step's held writes, sent as one statement on PostgreSQL, count once; BEGIN and
@@ -35,13 +43,15 @@ Write transactions are counted by PostgreSQL itself: each one takes a
 transaction id, so the distance the next id moved is the count (the figure is
 the fewest seen over several runs, so that other sessions' work is not counted).
 Needs PostgreSQL and Redis (bin/services starts them); DATABASE_URL defaults to a
-database of its own.
+database of its own; the runs go to CELERY_BROKER_URL's broker when it is set
+(its workers listen there too), else to the local Redis.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -58,7 +68,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportagent.settings")
 # As in production: with DEBUG on, Django keeps a log of every query per connection.
 os.environ.setdefault("DJANGO_DEBUG", "false")
 os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + uuid.uuid4().hex + uuid.uuid4().hex)
-BROKER = "redis://127.0.0.1:6379/0"
+# One broker for the benchmark and its workers: the environment's when set (Celery itself prefers
+# CELERY_BROKER_URL to any configured broker_url), else the local Redis.
+BROKER = os.environ.get("CELERY_BROKER_URL") or "redis://127.0.0.1:6379/0"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 import django  # noqa: E402
@@ -70,12 +82,13 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.db.backends.signals import connection_created  # noqa: E402
+from django.utils import timezone  # noqa: E402
 
 from agentrun.budgets import Budget  # noqa: E402
 from agentrun.loop import run_advance  # noqa: E402
 from agentrun.models import Run  # noqa: E402
 from agentrun.services import run_start  # noqa: E402
-from agentrun.statuses import TERMINAL  # noqa: E402
+from agentrun.statuses import TERMINAL, Status  # noqa: E402
 from tickets.demo import seed_demo  # noqa: E402
 from tickets.models import Ticket  # noqa: E402
 
@@ -83,6 +96,7 @@ from floor import SCHEMA as FLOOR_SCHEMA  # noqa: E402
 from floor import floor_run, floor_start  # noqa: E402
 
 CYCLES = 3  # model requests in the J-42 scenario; two of them lead to a dispatch
+INFLIGHT_TARGET = 1.10  # the slowdown runs in flight may show, at most
 
 
 def j42_script(latency: float = 0.0) -> dict:
@@ -95,6 +109,17 @@ def j42_script(latency: float = 0.0) -> dict:
         ],
         "faults": {"read_job_status": [delay or None], "search_docs": [delay or None]},
     }
+
+
+def drawn_script(rng: random.Random, model_s: float, dispatch_s: float) -> tuple[dict, float]:
+    """The J-42 script with each latency drawn within +-50 % of its mean; and the sum of its latencies."""
+    models = [round(rng.uniform(0.5, 1.5) * model_s, 4) for _ in range(CYCLES)]
+    dispatches = [round(rng.uniform(0.5, 1.5) * dispatch_s, 4) for _ in range(CYCLES - 1)]
+    script = j42_script()
+    for reply, delay in zip(script["model"], models):
+        reply["delay_seconds"] = delay
+    script["faults"] = {tool: [{"delay_seconds": delay}] for tool, delay in zip(script["faults"], dispatches)}
+    return script, sum(models) + sum(dispatches)
 
 
 def start(ticket: Ticket, latency: float = 0.0) -> Run:
@@ -388,12 +413,14 @@ def _rss_kib(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
+PENDING_RUNS = "SELECT count(*) FROM agentrun_run WHERE id = ANY(%s) AND NOT status = ANY(%s)"
+
+
 def drive(ids: list[int], timeout: float) -> float:
     """Enqueue the runs and wait until all are terminal; the wall time in seconds."""
     from agentrun.tasks import advance_run
 
-    pending = "SELECT count(*) FROM agentrun_run WHERE id = ANY(%s) AND NOT status = ANY(%s)"
-    return _drive(lambda run_id: advance_run.apply_async((run_id,)), ids, pending, [ids, list(TERMINAL)], timeout)
+    return _drive(lambda run_id: advance_run.apply_async((run_id,)), ids, PENDING_RUNS, [ids, list(TERMINAL)], timeout)
 
 
 def drive_floor(ids: list[int], latency: float, timeout: float) -> float:
@@ -408,6 +435,12 @@ def _drive(enqueue, ids: list[int], pending_sql: str, params: list, timeout: flo
     began = time.perf_counter()
     for run_id in ids:
         enqueue(run_id)
+    wait_until_done(ids, pending_sql, params, timeout)
+    return time.perf_counter() - began
+
+
+def wait_until_done(ids: list[int], pending_sql: str, params: list, timeout: float) -> None:
+    """Poll until `pending_sql` counts nothing left, at most `timeout` seconds."""
     until = time.monotonic() + timeout
     with connection.cursor() as cursor:  # a light poll: the workers share these cores
         while True:
@@ -417,7 +450,6 @@ def _drive(enqueue, ids: list[int], pending_sql: str, params: list, timeout: flo
             if time.monotonic() > until:
                 raise RuntimeError(f"{len(ids)} runs not finished after {timeout} s")
             time.sleep(0.01)
-    return time.perf_counter() - began
 
 
 def concurrency_figures(ticket: Ticket, floor: psycopg.Connection, runs: int, concurrency: int, latency: float,
@@ -486,6 +518,52 @@ def cpu_bound_efficiency(cpu: dict[str, list[float]], runs: int, ideal: float) -
     return round(ideal / max(ideal, fewest_seconds), 3)
 
 
+def inflight_slowdown(ticket: Ticket, runs: int, processes: int, model_s: float, dispatch_s: float,
+                      arrival_s: float, rng: random.Random) -> float:
+    """The 95th percentile, over `runs` runs arriving evenly over `arrival_s` on workers with a thread
+    for each, of each run's time from arrival to packet over the sum of its own latencies."""
+    from agentrun.tasks import advance_run
+
+    with workers(runs, processes):
+        drive([start(ticket).pk for _ in range(min(runs, 4 * processes))], 120)  # up and connected
+        planned = []
+        for _ in range(runs):
+            script, latencies = drawn_script(rng, model_s, dispatch_s)
+            run = run_start(ticket=ticket, model_name="replay", budget=Budget(), model_script=script)
+            planned.append((run.pk, latencies))
+        arrived = {}
+        began = time.monotonic()
+        for number, (run_id, _) in enumerate(planned):  # evenly over arrival_s
+            time.sleep(max(began + arrival_s * number / runs - time.monotonic(), 0))
+            arrived[run_id] = timezone.now()
+            advance_run.apply_async((run_id,))
+        ids = [run_id for run_id, _ in planned]
+        wait_until_done(ids, PENDING_RUNS, [ids, list(TERMINAL)], 120 + 3 * model_s + 2 * dispatch_s + arrival_s)
+    ended = dict(Run.objects.filter(pk__in=ids, status=Status.COMPLETED).values_list("pk", "ended_at"))
+    if len(ended) < runs:
+        raise RuntimeError(f"{runs - len(ended)} of {runs} runs in flight did not complete")
+    slowdowns = [(ended[run_id] - arrived[run_id]).total_seconds() / latencies for run_id, latencies in planned]
+    return p95(slowdowns)
+
+
+def inflight_figures(ticket: Ticket, runs: int, levels: list[int], processes: int, seed: int = 42) -> dict:
+    """`inflight_p95_slowdown` for `runs` runs in flight, and `inflight_capacity`: the largest of `levels`
+    (tried in increasing order, up to the first that fails) whose slowdown stays within INFLIGHT_TARGET."""
+    rng = random.Random(seed)
+    measured = {}
+    for level in sorted(set(levels)):
+        need_connections(level, processes)
+        measured[level] = inflight_slowdown(ticket, level, processes, 1.0, 0.2, 2.0, rng)
+        if measured[level] > INFLIGHT_TARGET:
+            break
+    if runs not in measured:
+        measured[runs] = inflight_slowdown(ticket, runs, processes, 1.0, 0.2, 2.0, rng)
+    within = [level for level in sorted(set(levels)) if measured.get(level, INFLIGHT_TARGET + 1) <= INFLIGHT_TARGET]
+    return {"inflight_runs": runs, "inflight_p95_slowdown": round(measured[runs], 3),
+            "inflight_capacity": max(within, default=0),
+            "inflight_p95_slowdown_by_runs": {str(level): round(value, 3) for level, value in sorted(measured.items())}}
+
+
 def memory_figures(ticket: Ticket, first: int, total: int) -> dict:
     with workers(8, 1) as worker:
         drive([start(ticket).pk for _ in range(first)], 300)
@@ -512,7 +590,13 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3,
                         help="concurrency measurements of the loop and of the floor, taking turns (default 3)")
     parser.add_argument("--memory-runs", type=int, default=10_000)
+    parser.add_argument("--inflight-runs", type=int, default=200,
+                        help="runs in flight for inflight_p95_slowdown (default 200)")
+    parser.add_argument("--inflight-levels", default="100,200,400,800",
+                        help="runs in flight tried for inflight_capacity, comma-separated (default 100,200,400,800)")
+    parser.add_argument("--inflight-only", action="store_true", help="measure only the runs in flight")
     args = parser.parse_args()
+    levels = [int(level) for level in args.inflight_levels.split(",")]
 
     subprocess.run([str(ROOT / "bin" / "services")], check=True, env=os.environ)
     call_command("migrate", verbosity=0, interactive=False)
@@ -520,6 +604,8 @@ def main() -> int:
     seed_demo()
     ticket = Ticket.objects.get(ref="T-1001")
     (ROOT / "var").mkdir(exist_ok=True)
+    if args.inflight_only:
+        return report(inflight_figures(ticket, args.inflight_runs, levels, args.workers), args.json)
 
     counter = StatementCounter()
     conninfo = os.environ["DATABASE_URL"]
@@ -561,7 +647,12 @@ def main() -> int:
         figures |= concurrency_figures(ticket, floor, args.concurrency_runs, args.concurrency, args.latency_ms / 1000,
                                        args.workers, args.rounds)
     figures |= memory_figures(ticket, 100, args.memory_runs)
-    if args.json:
+    figures |= inflight_figures(ticket, args.inflight_runs, levels, args.workers)
+    return report(figures, args.json)
+
+
+def report(figures: dict, as_json: bool) -> int:
+    if as_json:
         print(json.dumps(figures))
     else:
         width = max(map(len, figures))

@@ -12,7 +12,8 @@ import pytest
 from django.db import connections
 from django.db.backends.signals import connection_created
 
-from agentrun.scenarios import Scenario, run_scenario
+from agentrun.scenarios.format import Scenario
+from agentrun.scenarios.runner import run_scenario
 from agentrun.waiting import operations_settle
 from tickets.demo import seed_demo
 from tickets.models import CustomerSession, Ticket

@@ -8,28 +8,38 @@ import sys
 import uuid
 
 import psycopg
+import pytest
 
 from tests.workers import ROOT
 
 KEYS = {"commits_per_cycle", "statements_per_run", "ms_per_run_median", "floor_ms_per_run_median", "ratio_to_floor",
         "sql_alone_ratio_to_floor", "concurrency_efficiency", "floor_concurrency_efficiency", "rss_growth_ratio",
-        "metrics_on_ms_per_run_median", "metrics_off_ms_per_run_median", "metrics_overhead_ratio"}
+        "metrics_on_ms_per_run_median", "metrics_off_ms_per_run_median", "metrics_overhead_ratio",
+        "inflight_p95_slowdown", "inflight_capacity"}
 
 
-SERVER = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
+@pytest.fixture(scope="module")
+def server() -> str:
+    """The PostgreSQL server of DATABASE_URL (bin/test sets it), read when a test runs, not at import."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        pytest.fail("the benchmark runs on PostgreSQL: set DATABASE_URL (bin/test does)")
+    return url.rsplit("/", 1)[0]
 
 
-def bench(*args: str, timeout: float) -> subprocess.CompletedProcess:
-    """bench/loop_bench.py run with `args` on a database of its own."""
-    env = {**os.environ, "DATABASE_URL": f"{SERVER}/supportagent_bench_smoke",
+def bench(server: str, *args: str, timeout: float, **extra: str) -> subprocess.CompletedProcess:
+    """bench/loop_bench.py run with `args` on a database of its own on `server` (and `extra` environment)."""
+    env = {**os.environ, "DATABASE_URL": f"{server}/supportagent_bench_smoke", **extra,
            "DJANGO_SECRET_KEY": "bench-smoke-" + uuid.uuid4().hex + uuid.uuid4().hex}
     return subprocess.run([sys.executable, str(ROOT / "bench" / "loop_bench.py"), *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
-def test_the_benchmark_prints_its_figures_as_json():
-    done = bench("--json", "--runs", "3", "--concurrency-runs", "24", "--concurrency", "4", "--rounds", "1",
-                 "--memory-runs", "110", timeout=600)
+def test_the_benchmark_prints_its_figures_as_json(server):
+    # As the README's production section exports it: the runs and the workers meet on this broker.
+    done = bench(server, "--json", "--runs", "3", "--concurrency-runs", "24", "--concurrency", "4", "--rounds", "1",
+                 "--memory-runs", "110", "--inflight-runs", "4", "--inflight-levels", "4", timeout=600,
+                 CELERY_BROKER_URL="redis://127.0.0.1:6379/2")
     assert done.returncode == 0, done.stderr[-2000:]
     figures = json.loads(done.stdout.strip().splitlines()[-1])
     assert KEYS <= figures.keys()
@@ -46,13 +56,16 @@ def test_the_benchmark_prints_its_figures_as_json():
         assert 0 < figures[f"{side}_cpu_bound_efficiency"] <= 1
     assert figures["rss_growth_ratio"] > 0
     assert figures["metrics_on_ms_per_run_median"] > 0 and figures["metrics_off_ms_per_run_median"] > 0
+    # A run in flight takes at least its own latencies; capacity is a level tried, or 0 when none kept within 1.10.
+    assert figures["inflight_runs"] == 4 and figures["inflight_p95_slowdown"] >= 1
+    assert figures["inflight_capacity"] == (4 if figures["inflight_p95_slowdown"] <= 1.10 else 0)
 
 
-def test_the_benchmark_refuses_a_concurrency_the_database_cannot_connect():
-    with psycopg.connect(f"{SERVER}/postgres") as conn:  # a worker process's pool opens at most 40 connections
+def test_the_benchmark_refuses_a_concurrency_the_database_cannot_connect(server):
+    with psycopg.connect(f"{server}/postgres") as conn:  # a worker process's pool opens at most 40 connections
         allowed = conn.execute("SELECT current_setting('max_connections')::int").fetchone()[0]
     workers = allowed // 40 + 1
-    done = bench("--json", "--workers", str(workers), "--concurrency", str(40 * workers), timeout=300)
+    done = bench(server, "--json", "--workers", str(workers), "--concurrency", str(40 * workers), timeout=300)
     assert done.returncode == 1 and done.stdout == ""
     assert f"concurrency {40 * workers} on {workers} workers needs about" in done.stderr
     assert "max_connections" in done.stderr

@@ -11,7 +11,8 @@ from agentrun.budgets import Budget, BudgetError
 from agentrun.loop import run_advance
 from agentrun.models import Run
 from agentrun.selectors import run_report
-from agentrun.services import run_cancel, run_rewind_clock, run_start
+from agentrun.scenarios.runner import run_rewind_clock
+from agentrun.services import run_cancel, run_start
 from agentrun.statuses import TERMINAL
 from tickets.models import CustomerSession
 

@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from agentrun.metrics import model_label, tool_label
 from agentrun.models import ModelRequest, Run, ToolAttempt
-from agentrun.services import run_rewind_clock, run_start
+from agentrun.scenarios.runner import run_rewind_clock
+from agentrun.services import run_start
 from agentrun.statuses import Status
 from agentrun.tools import TOOLS
 from agentrun.watchdog import watchdog_pass

@@ -23,11 +23,12 @@ from hypothesis import strategies as st
 
 from agentrun.adapters import ReplayAdapter
 from agentrun.budgets import Budget
-from agentrun.dispatch import Dispatcher
 from agentrun.lookups import UNBOUNDED
 from agentrun.loop import run_advance
 from agentrun.models import ModelRequest, ReviewPacket, Run, ToolAttempt
-from agentrun.services import approval_answer, run_rewind_clock, run_start
+from agentrun.scenarios.harness import FaultyDispatcher
+from agentrun.scenarios.runner import run_rewind_clock
+from agentrun.services import approval_answer, run_start
 from agentrun.statuses import TERMINAL, Status
 from tickets.models import CustomerSession, Evidence, Ticket
 
@@ -156,7 +157,7 @@ class SpyModel(ReplayAdapter):
         return super().request(spec)
 
 
-class SpyDispatcher(Dispatcher):
+class SpyDispatcher(FaultyDispatcher):
     def __init__(self, watch: Watch, **kwargs):
         super().__init__(**kwargs)
         self.watch = watch

@@ -12,12 +12,14 @@ import pytest
 from django.db import connection
 
 from agentrun.models import Approval, Observation, ReviewPacket, Run, ToolAttempt
-from agentrun.probe import probe_read
-from agentrun.scenarios import Scenario, create_scenario_run
-from agentrun.services import approval_answer, enqueue_advance, investigation_start
+from agentrun.scenarios.probe import probe_read
+from agentrun.scenarios.format import Scenario
+from agentrun.scenarios.runner import create_scenario_run
+from agentrun.services import approval_answer, investigation_start
+from agentrun.tasks import enqueue_advance
 from agentrun.statuses import TERMINAL, Status
 from agentrun.tasks import advance_run
-from agentrun.watchdog import watchdog_pass
+from agentrun.tasks import watchdog
 from supportagent.celery import app as celery_app
 from tests.workers import ROOT, Cluster, broker_down, publishing_to, wait_for
 from tickets.models import Ticket
@@ -193,7 +195,7 @@ def test_a_run_started_while_the_broker_is_down_is_kept_and_handed_to_a_worker_o
     assert Run.objects.get(pk=run.pk).status == Status.QUEUED
     assert f"run {run.pk} is saved but could not be enqueued" in caplog.text
     cluster.worker()
-    wait_for(lambda: run.pk in watchdog_pass().requeued, 10, "the watchdog to enqueue the run again", every=0.2)
+    wait_for(lambda: run.pk in watchdog().requeued, 10, "the watchdog to enqueue the run again", every=0.2)
     done = wait_for(lambda: terminal(run.pk), 60, "the worker to finish the run")
     assert done.status == Status.COMPLETED
     assert (done.model_requests, done.tool_attempts) == (3, 2)
@@ -208,14 +210,14 @@ def test_a_grant_the_broker_missed_is_handed_to_a_worker_and_a_pending_approval_
     wait_for(lambda: Run.objects.filter(pk=run.pk, status=Status.WAITING_APPROVAL).exists(), 30,
              "the run to wait for its approval")
     time.sleep(0.6)  # past the grace
-    assert run.pk not in watchdog_pass().requeued  # no answer yet: nothing for a worker to do
+    assert run.pk not in watchdog().requeued  # no answer yet: nothing for a worker to do
 
     with broker_down(celery_app):
         approval_answer(run_id=run.pk, grant=True, decided_by="supervisor")
 
     assert f"run {run.pk} is saved but could not be enqueued" in caplog.text
     assert Run.objects.get(pk=run.pk).status == Status.WAITING_APPROVAL
-    wait_for(lambda: run.pk in watchdog_pass().requeued, 10, "the watchdog to enqueue the granted run", every=0.2)
+    wait_for(lambda: run.pk in watchdog().requeued, 10, "the watchdog to enqueue the granted run", every=0.2)
     done = wait_for(lambda: terminal(run.pk), 30, "the worker to finish the run")
     assert done.status == Status.COMPLETED
     assert [(a.tool, a.outcome) for a in done.attempts.order_by("seq")] == [("read_job_status", "ok")]

@@ -114,8 +114,7 @@ def model_problem(model_name: str) -> str | None:
 
 def adapter_for_run(run: Run) -> ModelAdapter:
     if run.model_name == "replay":
-        script = run.model_script or {}
-        return ReplayAdapter(script.get("model", []), probe=script.get("probe"))
+        return ReplayAdapter((run.model_script or {}).get("model", []))
     if run.model_name == "rules":
         return RulesAdapter()
     problem = model_problem(run.model_name)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..probe import probe_count
 from .base import ModelAdapter, ModelError, ModelRequestSpec, ModelResponse, TokenUsage
 
 DEFAULT_REPLY_USAGE = {"input_tokens": 500, "output_tokens": 50}
@@ -29,12 +28,10 @@ def _usage(entry: dict[str, Any], default: dict[str, int]) -> TokenUsage:
 class ReplayAdapter(ModelAdapter):
     name = "replay"
 
-    def __init__(self, script: list[dict[str, Any]], probe: str | None = None):
+    def __init__(self, script: list[dict[str, Any]]):
         self.script = script
-        self.probe = probe
 
     def request(self, spec: ModelRequestSpec) -> ModelResponse:
-        probe_count(self.probe, "model")
         if spec.index >= len(self.script):
             raise ModelError("the replay has no reply left for this request")
         entry = self.script[spec.index]

@@ -3,7 +3,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from agentrun.scenarios import Scenario, ScenarioError, enqueue_scenario, prepare_database, run_scenario
+from agentrun.scenarios.format import Scenario, ScenarioError
+from agentrun.scenarios.runner import enqueue_scenario, prepare_database, run_scenario
 
 
 class Command(BaseCommand):

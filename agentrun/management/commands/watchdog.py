@@ -4,7 +4,7 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from agentrun.watchdog import watchdog_pass
+from agentrun.tasks import watchdog
 
 
 class Command(BaseCommand):
@@ -16,7 +16,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, once: bool, **options):
         while True:
-            done = watchdog_pass()
+            done = watchdog()
             if once:
                 self.stdout.write(json.dumps({"expired": done.expired, "requeued": done.requeued}))
                 return
