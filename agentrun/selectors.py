@@ -6,6 +6,7 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 
 from supportagent.rows import column, columns, field, row_from, rows_convert, table, width
 from tickets.models import CustomerSession, Evidence, Ticket
@@ -106,7 +107,11 @@ def _locked_sql(lock: bool, *, tally: bool, ticket: bool = False) -> str:
 
 
 def run_context(*, run: Run, budget: Budget, shown_allowances: dict[str, Any], reserve_bytes: int = 0) -> Context:
-    """The ticket, its evidence (each item once), this run's lookups and recent problems, fitted to the cap."""
+    """The ticket, its evidence (each item once), this run's lookups and recent problems, fitted to the cap.
+
+    The data blocks' id is keyed by the run and the secret key: the same in each of the run's requests
+    (a provider can cache the prompt's unchanged start), and not to be guessed by whoever writes the ticket.
+    """
     ticket = run.ticket
     evidence, attempts, notes = _shown(ticket_id=ticket.pk, run_id=run.pk)
     ctx = Context(
@@ -118,6 +123,7 @@ def run_context(*, run: Run, budget: Budget, shown_allowances: dict[str, Any], r
         attempts=attempts,
         notes=notes,
         allowances=shown_allowances,
+        fence_key=salted_hmac("agentrun.context.fence_key", run.pk).hexdigest(),
     )
     return fit_context(ctx, max(budget.max_input_tokens - reserve_bytes, 0))
 
