@@ -8,6 +8,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import Count, Min
 from django.utils import timezone
+from django.utils.crypto import salted_hmac
 
 from supportagent.rows import column, columns, field, row_from, rows_convert, table, width
 from tickets.models import CustomerSession, Evidence, Ticket
@@ -109,7 +110,11 @@ def _locked_sql(lock: bool, *, tally: bool, ticket: bool = False) -> str:
 
 def run_context(*, run: Run, budget: Budget, shown_allowances: dict[str, Any], reserve_bytes: int = 0) -> Context:
     """The ticket's text as the run started with it, its evidence (each item once), this run's lookups
-    and recent problems, fitted to the cap."""
+    and recent problems, fitted to the cap.
+
+    The data blocks' id is keyed by the run and the secret key: the same in each of the run's requests
+    (a provider can cache the prompt's unchanged start), and not to be guessed by whoever writes the ticket.
+    """
     evidence, attempts, notes = _shown(ticket_id=run.ticket_id, run_id=run.pk)
     ctx = Context(
         ticket_ref=run.ticket.ref,
@@ -120,6 +125,7 @@ def run_context(*, run: Run, budget: Budget, shown_allowances: dict[str, Any], r
         attempts=attempts,
         notes=notes,
         allowances=shown_allowances,
+        fence_key=salted_hmac("agentrun.context.fence_key", run.pk).hexdigest(),
     )
     return fit_context(ctx, max(budget.max_input_tokens - reserve_bytes, 0))
 

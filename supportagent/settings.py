@@ -292,7 +292,7 @@ AGENT_PRICE_INPUT_PER_MTOK = env_str("AGENT_PRICE_INPUT_PER_MTOK")
 AGENT_PRICE_OUTPUT_PER_MTOK = env_str("AGENT_PRICE_OUTPUT_PER_MTOK")
 # Provider keys and endpoints come from the SDKs' own variables: OPENAI_API_KEY, OPENAI_BASE_URL,
 # ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL. Prompts and replies are never logged unless this is
-# "redacted": then the "agentrun.providers" logger (at INFO) shows them with every <data> block,
+# "redacted": then the "agentrun.providers" logger (at INFO) shows them with every data block,
 # the ticket's text and tool results, replaced by its size. Keys are never logged.
 AGENT_LOG_PROMPTS = env_choice("AGENT_LOG_PROMPTS", ("off", "redacted"))
 # How an openai:<model> request names its output cap and whether it sends parallel_tool_calls=false

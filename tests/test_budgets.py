@@ -1,11 +1,14 @@
 """What a run may still spend (CONFORMANCE §2, §3). Pure: no database."""
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import pytest
 
-from agentrun.budgets import Budget, BudgetError, Usage, allowances, check_before_request, cost_micros
+from agentrun.budgets import (
+    Budget, BudgetError, Usage, WrittenNumber, allowances, check_before_request, cost_micros,
+)
 from agentrun.statuses import Status, Stop
 
 
@@ -161,3 +164,100 @@ def test_allowances_never_go_negative():
 def test_budget_is_frozen():
     with pytest.raises(AttributeError):
         Budget().max_tool_attempts = 99  # type: ignore[misc]
+
+
+# --- every limit at its edge: the value at a bound is accepted, one step past it refused ---------
+
+COUNTS = 2**40  # tokens, micro-dollars, requests, attempts: every sum stays within 64 bits
+SECONDS = 366 * 24 * 3600
+EDGES = [
+    # setting, lowest accepted, highest accepted, one below, one above
+    ("max_model_requests", 0, COUNTS, -1, COUNTS + 1),
+    ("max_tool_attempts", 0, COUNTS, -1, COUNTS + 1),
+    ("max_input_tokens", 1, COUNTS, 0, COUNTS + 1),
+    ("max_output_tokens", 1, COUNTS, 0, COUNTS + 1),
+    ("max_total_tokens", 0, COUNTS, -1, COUNTS + 1),
+    ("max_cost_micros", 0, COUNTS, -1, COUNTS + 1),
+    ("max_tool_result_chars", 1, 10**7, 0, 10**7 + 1),
+    ("max_read_retries", 0, COUNTS, -1, COUNTS + 1),
+    ("deadline_seconds", 0.001, float(SECONDS), 0.0, SECONDS + 0.001),
+    ("operation_timeout_seconds", 0.001, float(SECONDS), 0.0, SECONDS + 0.001),
+]
+
+
+@pytest.mark.parametrize("name, lowest, highest, below, above", EDGES, ids=[e[0] for e in EDGES])
+def test_each_limit_accepts_its_bounds_and_refuses_one_past_them(name, lowest, highest, below, above):
+    for value in (lowest, highest):
+        assert getattr(Budget.from_mapping({name: value}), name) == value
+    for value in (below, above):
+        with pytest.raises(BudgetError, match=name):
+            Budget.from_mapping({name: value})
+
+
+@pytest.mark.parametrize("name", ["deadline_seconds", "operation_timeout_seconds"])
+@pytest.mark.parametrize("value", [True, False, "5", None])
+def test_a_duration_is_a_number_not_a_boolean_or_text(name, value):
+    with pytest.raises(BudgetError, match=name):
+        Budget.from_mapping({name: value})
+
+
+@pytest.mark.parametrize("name", ["deadline_seconds", "operation_timeout_seconds"])
+def test_a_whole_number_of_seconds_is_kept_as_seconds(name):
+    value = getattr(Budget.from_mapping({name: 7}), name)
+    assert value == 7.0 and type(value) is float
+
+
+PRICE = "input_per_mtok_usd"
+
+
+@pytest.mark.parametrize(
+    "price, kept",
+    [
+        ("1000000", "1000000"),  # exactly the highest price
+        (10**6, "1000000"),
+        ("0", "0"),
+        (0, "0"),
+        ("0.000001", "0.000001"),
+        (2.5, "2.5"),
+        (Decimal("3.10"), "3.10"),
+        (json.loads("1.00000000000000001", parse_float=WrittenNumber), "1.00000000000000001"),  # kept as written
+    ],
+)
+def test_a_price_from_zero_to_the_highest_is_kept_exactly(price, kept):
+    assert Budget.from_mapping({"prices": {PRICE: price}}).input_per_mtok_usd == kept
+
+
+@pytest.mark.parametrize(
+    "price",
+    [
+        "1000000.000001", 1000001, 1e6 + 0.5, "1E+7",  # above the highest
+        "-0.000001", -1,  # below zero
+        "Infinity", "-Infinity", "inf", float("inf"), float("-inf"), "NaN", "sNaN", float("nan"),  # not finite
+    ],
+)
+def test_a_price_above_the_highest_below_zero_or_not_finite_is_refused(price):
+    with pytest.raises(BudgetError, match=f"{PRICE}: .*a price must be a number from 0 to 1000000"):
+        Budget.from_mapping({"prices": {PRICE: price}})
+
+
+@pytest.mark.parametrize("price", [True, False, None, [], {}, [1], {"usd": 1}])
+def test_a_price_that_is_not_a_number_says_so(price):
+    with pytest.raises(BudgetError, match=f"{PRICE}: .*a price is a number of dollars per million tokens"):
+        Budget.from_mapping({"prices": {PRICE: price}})
+
+
+@pytest.mark.parametrize("price", ["", "cheap", "1,5", "3 USD"])
+def test_a_price_text_that_is_not_a_decimal_says_so(price):
+    with pytest.raises(BudgetError, match=f"{PRICE}: .*not a decimal number"):
+        Budget.from_mapping({"prices": {PRICE: price}})
+
+
+def test_the_tokens_shown_left_subtract_what_is_spent_and_what_is_reserved():
+    left = allowances(Budget(max_model_requests=8, max_tool_attempts=6, max_total_tokens=1000),
+                      Usage(model_requests=3, tool_attempts=2, tokens_used=300, tokens_reserved=200), 12.0)
+    assert left == {"model_requests_left": 5, "tool_attempts_left": 4, "tokens_left": 500, "seconds_left": 12.0}
+
+
+@pytest.mark.parametrize("time_left, shown", [(3.47, 3.4), (3.99, 3.9), (0.09, 0.0), (0.1, 0.1), (0.0, 0.0)])
+def test_the_seconds_shown_left_are_rounded_down_to_a_tenth(time_left, shown):
+    assert allowances(Budget(), Usage(), time_left)["seconds_left"] == shown

@@ -158,6 +158,11 @@ def test_deadline_comes_before_everything(time_left):
     assert _stop(verdict) == (Status.DEADLINE, None)
 
 
+@pytest.mark.parametrize("time_left", [0.001, 0.5, 1.0])
+def test_any_time_left_is_time_to_judge_the_call(time_left):
+    assert isinstance(judge(Call("read_job_status", {"job_id": "J-42"}), time_left=time_left), Dispatch)
+
+
 def test_unknown_tool_comes_before_bad_arguments_and_receipts():
     verdict = judge(Call("delete_workspace", {"bogus": True}, "c1"), receipt_key=_never, authorized=_never)
     assert _stop(verdict) == (Status.INVALID_OR_FORBIDDEN, Detail.UNKNOWN_TOOL)
@@ -273,3 +278,34 @@ def test_a_call_without_id_never_asks_for_a_receipt():
 def test_normalize_call_reports_unknown_tool_before_looking_at_arguments():
     assert _stop(normalize_call(Call("read_jobs", {"job_id": "J-42"}))) == (
         Status.INVALID_OR_FORBIDDEN, Detail.UNKNOWN_TOOL)
+
+
+# --- a call's tool name and id ------------------------------------------------------------
+
+MAX_ID = "c" * 200
+
+
+@pytest.mark.parametrize(
+    "call_id",
+    ["c", MAX_ID, "call_01 ~", "é-ü", "😀" * 200],
+    ids=["one-character", "at-the-longest", "space-and-tilde", "non-ascii", "200-wide-characters"],
+)
+def test_a_call_id_of_1_to_200_printable_characters_is_kept(call_id):
+    assert parse_reply({"call": {**J42, "id": call_id}}) == Call("read_job_status", {"job_id": "J-42"}, call_id)
+
+
+@pytest.mark.parametrize(
+    "call_id",
+    ["", MAX_ID + "c", "c\x01", "c\x1f", "\x7f", "c\td", "c\n", "\rc", 7, 1.5, True, ["c1"], {"id": "c1"}],
+    ids=["empty", "one-past-the-longest", "control-x01", "control-x1f", "delete-x7f", "tab", "newline",
+         "carriage-return", "number", "float", "boolean", "list", "object"],
+)
+def test_a_call_id_empty_too_long_with_a_control_character_or_not_text_is_malformed(call_id):
+    assert parse_reply({"call": {**J42, "id": call_id}}) == Malformed("the call's id must be 1-200 printable characters")
+
+
+@pytest.mark.parametrize("tool", ["", None, 7, ["read_job_status"]], ids=["empty", "none", "number", "list"])
+def test_a_call_without_a_tool_name_is_malformed_in_a_call_and_in_a_list_of_one(tool):
+    expected = Malformed("the call's tool name is missing or not a non-empty string")
+    assert parse_reply({"call": {"tool": tool, "args": {}}}) == expected
+    assert parse_reply({"calls": [{"tool": tool, "args": {}}]}) == expected

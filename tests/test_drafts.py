@@ -89,3 +89,16 @@ def test_an_unknown_reference_is_named_in_the_error():
 
 def test_no_known_references_means_no_valid_draft():
     assert isinstance(validate_draft(draft(), set()), str)
+
+
+@pytest.mark.parametrize(
+    "raw, start",
+    [
+        ("a text", "invalid draft: value: "),
+        (draft(summary=None), "invalid draft: summary: "),
+        (draft(evidence=["E1", None]), "invalid draft: evidence.1: "),
+    ],
+    ids=["not-an-object", "a-field", "an-item"],
+)
+def test_the_validation_error_says_where_the_draft_is_wrong(raw, start):
+    assert validate_draft(raw, KNOWN).startswith(start)

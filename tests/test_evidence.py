@@ -230,6 +230,22 @@ def test_the_prompt_fits_the_input_cap_less_the_adapters_overhead(ticket_t1001):
     assert all(utf8_len(p) <= 1500 - 300 for p in shown.prompts)
 
 
+def test_a_runs_data_blocks_keep_one_id_of_its_own(ticket_t1001):
+    import re
+
+    from agentrun.context import fence_id
+
+    ids = []
+    for _ in range(2):
+        script = [J42, DOCS, draft("E1")]
+        run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": script})
+        shown = Shown(script)
+        assert run_advance(run.pk, adapter=shown.adapter).status == "COMPLETED"
+        ids.append({fence for p in shown.prompts for fence in re.findall(r'<data id="([0-9a-f]+)">', p)})
+    assert all(len(run_ids) == 1 for run_ids in ids)  # the same in each request: a cacheable start
+    assert ids[0] != ids[1] and fence_id("", []) not in ids[0] | ids[1]  # keyed by the run, not guessable
+
+
 def test_parallel_runs_on_one_ticket_number_evidence_without_gaps_or_copies(ticket_t1001):
     import threading
 

@@ -100,7 +100,7 @@ def test_each_request_offers_exactly_the_tools_and_carries_the_output_cap(fake, 
     # The job's record, a tool result, reaches the model as delimited data.
     second = fake.received[1].body["messages"][1]["content"]
     assert "E1 from read_job_status" in second
-    assert second.index("<data>", second.index("E1 from")) < second.index("EXPORT_ROLE_REQUIRED", second.index("E1 from"))
+    assert second.index('<data id="', second.index("E1 from")) < second.index("EXPORT_ROLE_REQUIRED", second.index("E1 from"))
 
 
 OPENAI_API = "https://api.openai.com/v1"

@@ -256,7 +256,8 @@ class ToolCallingAdapter(ModelAdapter):
 
 # --- logging, off unless AGENT_LOG_PROMPTS=redacted --------------------------------------
 
-_DATA_BLOCK = re.compile(r"<data>.*?(?:</data>|\Z)", re.DOTALL)
+# A block ends only at the closing tag with its own id (agentrun/context.py), or where a cut prompt ends.
+_DATA_BLOCK = re.compile(r'<data id="([0-9a-f]+)">.*?(?:</data id="\1">|\Z)', re.DOTALL)
 
 
 def logging_prompts() -> bool:
@@ -264,7 +265,7 @@ def logging_prompts() -> bool:
 
 
 def redact(text: str) -> str:
-    """The prompt with every <data> block's content (ticket text, tool results) replaced by its size."""
+    """The prompt with every data block's content (ticket text, tool results, notes) replaced by its size."""
     return _DATA_BLOCK.sub(lambda m: f"<data>[{utf8_len(m.group(0))} bytes redacted]</data>", text)
 
 
