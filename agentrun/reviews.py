@@ -21,13 +21,14 @@ class ReviewError(Exception):
 
 
 def packet_review(*, packet_id: int, reviewer: User, decision: str, note: str = "") -> PacketReview:
-    """Record `reviewer`'s decision on a packet. A rejection needs a note saying why.
+    """Record `reviewer`'s decision on a packet. A rejection needs a note saying why; a superseded
+    packet is not reviewed (its ticket's newer packet is).
 
     With the packet webhook on, a `packet.reviewed` event is recorded with the
     review and sent after the commit.
     """
     note = (note or "").strip()
-    if decision not in PacketReview.Decision.values:
+    if decision not in (PacketReview.Decision.ACCEPTED, PacketReview.Decision.REJECTED):
         raise ReviewError("bad_decision", "The decision must be accept or reject.")
     if decision == PacketReview.Decision.REJECTED and not note:
         raise ReviewError("note_required", "Say why the packet is rejected: a note is required.")
@@ -37,6 +38,9 @@ def packet_review(*, packet_id: int, reviewer: User, decision: str, note: str = 
         packet = ReviewPacket.objects.select_for_update().filter(pk=packet_id).first()
         if packet is None:
             raise ReviewError("not_found", f"There is no review packet {packet_id}.")
+        if packet.review_state == ReviewPacket.ReviewState.SUPERSEDED:
+            raise ReviewError("superseded", f"Packet {packet_id} was superseded by a newer investigation of its "
+                              "ticket; review the newer packet.")
         review = PacketReview.objects.create(packet=packet, reviewer=reviewer, decision=decision, note=note)
         ReviewPacket.objects.filter(pk=packet.pk).update(review_state=decision)
         if webhook_enabled():

@@ -2,6 +2,7 @@
 (a webhook delivery is the exception: trying the receiver again later is its job)."""
 from celery import shared_task
 
+from .approvals import approval_notify
 from .loop import run_advance
 from .watchdog import watchdog_pass
 from .webhooks import webhook_deliver
@@ -25,3 +26,9 @@ def deliver_webhook(self, event_id: str) -> None:
     wait = webhook_deliver(event_id=event_id)
     if wait is not None:
         raise self.retry(countdown=wait)
+
+
+@shared_task(name="agentrun.notify_approval", ignore_result=True)
+def notify_approval(approval_id: int) -> None:
+    """E-mail the Supervisors that a call waits for their answer (nothing if it was answered meanwhile)."""
+    approval_notify(approval_id=approval_id)
