@@ -44,7 +44,7 @@ _WHAT = {
     "agentrun.cancel_run": ("cancel runs", SUPERVISORS),
     "agentrun.answer_approval": ("approve or deny calls", SUPERVISORS),
     "agentrun.view_dashboard": ("see the outcomes dashboard", SUPERVISORS),
-    "tickets.add_ticket": ("create tickets", INTEGRATIONS),
+    "tickets.add_ticket": ("create tickets", f"{INTEGRATIONS} and Support staff"),
     "tickets.change_ticket": ("update tickets", INTEGRATIONS),
     "tickets.add_document": ("add documents", INTEGRATIONS),
     "tickets.change_document": ("publish documents", INTEGRATIONS),
