@@ -231,6 +231,9 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
                              output_field=IntegerField())
         return (pending_first.asc(), "created_at", "id")
 
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, {"title": "Review queue", **(extra_context or {})})
+
     @admin.display(description="packet", ordering="id")
     def open_link(self, packet):
         return format_html('<a class="sa-open" href="{}">Review {}</a>', packet_url(packet.pk), packet.pk)

@@ -1,7 +1,7 @@
 """Query counts of the run list, the review queue, the ticket list and the dashboard do not grow with rows.
 
 A supervisor's admin pages read the calls waiting for approval once (the count in the header); the
-ticket list reads the accounts for its filter."""
+ticket list reads the accounts for its filter; the dashboard reads the review backlog."""
 import pytest
 from django.urls import reverse
 
@@ -14,7 +14,7 @@ PAGES = [
     ("ticket list", lambda: reverse("admin:tickets_ticket_changelist"), 9),
     ("approvals", lambda: reverse("admin:agentrun_approval_changelist"), 9),
     ("review history", lambda: reverse("admin:agentrun_packetreview_changelist"), 8),
-    ("dashboard", lambda: reverse("outcomes"), 10),
+    ("dashboard", lambda: reverse("outcomes"), 11),
     ("api run list", lambda: "/api/runs?limit=100", 6),
 ]
 

@@ -224,3 +224,18 @@ def test_pages_fit_390_px(page, live_server, login, shot, supervisor_user, ticke
         expect(page.locator("#site-name")).to_contain_text("supportagent")
         shot(name)
         _no_sideways_scroll(page)
+
+
+def test_the_dashboard_names_reasons_links_runs_and_shows_the_backlog(page, live_server, login, shot, supervisor_user,
+                                                                      ticket_t1001):
+    login("supervisor", PASSWORD)
+    page.goto(f"{live_server.url}/admin/outcomes/")
+    expect(page.locator("#completion-rate")).to_have_text("—")
+    expect(page.locator("#acceptance-rate")).to_have_text("—")
+    _investigate(page, live_server, ticket_t1001)
+    page.goto(f"{live_server.url}/admin/outcomes/")
+    expect(page.locator("#backlog-count")).to_have_text("1")
+    page.locator("#stop-rows a", has_text="Completed").click()
+    expect(page).to_have_url(re.compile(r"/admin/agentrun/run/\?status__exact=COMPLETED"))
+    expect(page.locator("#result_list tbody tr")).to_have_count(1)
+    shot("36-dashboard-bar-to-runs")
