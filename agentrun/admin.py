@@ -15,9 +15,11 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.timesince import timesince
 
 from supportagent.adminkit import StaffSiteAdmin, admin_site_harden
 
+from .approvals import approval_shown
 from .auth import token_create
 from .budgets import Budget, BudgetError
 from .config import budget_defaults
@@ -50,7 +52,8 @@ from .staff import (
     do_review,
     require,
 )
-from .statuses import Status
+from .queue import packet_next_pending, packet_previous_pending, packet_to_review_after
+from .statuses import Status, stop_name
 from .timeline import (
     budget_bars,
     evidence_for,
@@ -166,12 +169,12 @@ class RunAdmin(ReadOnlyAdmin):
             "timeline": run_timeline(run=run),
             "evidence": evidence_for(ticket_id=run.ticket_id, refs=list(run.evidence_refs)),
             "bars": budget_bars(run=run),
-            "approvals": list(run.approvals.all()),
+            "approvals": approvals_shown(run),
+            "waiting": waiting_approval(run),
             "requested_by": getattr(getattr(run, "request", None), "requested_by", None),
             "active": run.is_active,
             "can_cancel": run.is_active and can(request.user, "agentrun.cancel_run"),
-            "waiting": run.status == Status.WAITING_APPROVAL,
-            "can_approve": run.status == Status.WAITING_APPROVAL and can(request.user, "agentrun.answer_approval"),
+            "can_approve": can(request.user, "agentrun.answer_approval"),
         }
         return TemplateResponse(request, "admin/agentrun/run/detail.html", context)
 
@@ -213,23 +216,45 @@ class RunAdmin(ReadOnlyAdmin):
             messages.error(request, "Choose approve or deny.")
             return HttpResponseRedirect(run_url(run_id))
         try:
-            run = do_answer_approval(user=request.user, run_id=run_id, grant=decision == "grant")
+            run = do_answer_approval(user=request.user, run_id=run_id, grant=decision == "grant",
+                                     note=request.POST.get("reason", "") if decision == "deny" else "")
         except Refused as exc:
             messages.error(request, exc.message)
             return HttpResponseRedirect(run_url(run_id))
         word = "approved" if decision == "grant" else "denied"
-        messages.success(request, f"Call {word}. Run {run.pk} is now {run.status}.")
+        messages.success(request, f"Call {word}. Run {run.pk}: {stop_name(run.status).lower()}.")
         return HttpResponseRedirect(reverse("admin:agentrun_run_progress", args=[run.pk]))
+
+
+class ReviewStateFilter(admin.SimpleListFilter):
+    """The queue opens on pending packets; the other states, and all, are a click away."""
+
+    title, parameter_name = "review state", "state"
+
+    def lookups(self, request, model_admin):
+        return [*ReviewPacket.ReviewState.choices, ("all", "All")]
+
+    def value(self):
+        return super().value() or ReviewPacket.ReviewState.PENDING
+
+    def queryset(self, request, queryset):
+        return queryset if self.value() == "all" else queryset.filter(review_state=self.value())
+
+    def choices(self, changelist):
+        for value, label in self.lookup_choices:
+            yield {"selected": self.value() == value, "display": label,
+                   "query_string": changelist.get_query_string({self.parameter_name: value})}
 
 
 @admin.register(ReviewPacket)
 class ReviewPacketAdmin(ReadOnlyAdmin):
-    """The review queue: pending packets first, oldest first."""
+    """The review queue: pending packets, oldest first."""
 
-    list_display = ("id", "ticket", "stop_reason", "short_summary", "review_state", "created_at")
-    list_filter = ("review_state", "stop_reason")
-    list_select_related = ("run__ticket",)
-    search_fields = ("run__ticket__ref",)
+    list_display = ("open_link", "ticket", "subject", "account", "age", "stop", "review_state")
+    list_display_links = None
+    list_filter = (ReviewStateFilter, "stop_reason")
+    list_select_related = ("run__ticket__account",)
+    search_fields = ("run__ticket__ref", "run__subject")
     list_per_page = 50
 
     def get_ordering(self, request):
@@ -237,15 +262,40 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
                              output_field=IntegerField())
         return (pending_first.asc(), "created_at", "id")
 
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, {"title": "Review queue", **(extra_context or {})})
+
+    @admin.display(description="packet", ordering="id")
+    def open_link(self, packet):
+        return format_html('<a class="sa-open" href="{}">Review {}</a>', packet_url(packet.pk), packet.pk)
+
     @admin.display(description="ticket", ordering="run__ticket__ref")
     def ticket(self, packet):
-        return packet.run.ticket.ref
+        ticket = packet.run.ticket
+        return format_html('<a href="{}">{}</a>', reverse("admin:tickets_ticket_change", args=[ticket.pk]), ticket.ref)
 
     @admin.display(description="summary")
     def short_summary(self, packet):
         handoff = packet.stop_reason == Status.NEEDS_HELP
         text = packet.summary or ("(no summary: handed to a person)" if handoff else "(no summary: stopped early)")
         return text if len(text) <= 90 else text[:89] + "…"
+
+    @admin.display(description="subject")
+    def subject(self, packet):
+        text = packet.run.subject
+        return text if len(text) <= 70 else text[:69] + "…"
+
+    @admin.display(description="account", ordering="run__ticket__account__code")
+    def account(self, packet):
+        return packet.run.ticket.account.code
+
+    @admin.display(description="age", ordering="created_at")
+    def age(self, packet):
+        return timesince(packet.created_at, depth=1)
+
+    @admin.display(description="stop reason", ordering="stop_reason")
+    def stop(self, packet):
+        return stop_name(packet.stop_reason)
 
     def get_urls(self):
         view = self.admin_site.admin_view
@@ -261,6 +311,7 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
         except Refused as exc:
             return refusal(request, exc)
         run = packet.run
+        previous_id, next_id = packet_previous_pending(packet=packet), packet_next_pending(packet=packet)
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
@@ -272,12 +323,17 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
             "actor": investigator(run.model_name),
             "spent": spent_rows(packet.budget_spent),
             "handoff": packet.stop_reason == Status.NEEDS_HELP,
+            "stop_name": stop_name(packet.stop_reason),
             "evidence": evidence_for(ticket_id=run.ticket_id, refs=list(packet.evidence_refs)),
             "explanation": _explanation(run, packet),
             "reviews": list(packet.reviews.select_related("reviewer")),
-            "can_review": can(request.user, "agentrun.review_packet"),
+            "approvals": approvals_shown(run),
+            "can_review": can(request.user, "agentrun.review_packet")
+                          and packet.review_state != ReviewPacket.ReviewState.SUPERSEDED,
             "note": request.GET.get("note", ""),
             **recheck_context(do_packet_recheck(user=request.user, packet=packet)),
+            "previous_url": packet_url(previous_id) if previous_id else "",
+            "next_url": packet_url(next_id) if next_id else "",
         }
         return TemplateResponse(request, "admin/agentrun/reviewpacket/detail.html", context)
 
@@ -289,18 +345,24 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
         return HttpResponseRedirect(packet_url(packet_id))
 
     def review_view(self, request, packet_id: int):
+        """Record the review, then open the next pending packet (the queue when none is left)."""
         decision = {"accept": PacketReview.Decision.ACCEPTED, "reject": PacketReview.Decision.REJECTED}.get(
             request.POST.get("decision", ""))
         if decision is None:
             messages.error(request, "Choose accept or reject.")
             return HttpResponseRedirect(packet_url(packet_id))
         try:
-            do_review(user=request.user, packet_id=packet_id, decision=decision, note=request.POST.get("note", ""),
-                      acknowledge_changed_evidence=request.POST.get("acknowledge_changed_evidence") == "on")
+            review = do_review(user=request.user, packet_id=packet_id, decision=decision,
+                               note=request.POST.get("note", ""),
+                               acknowledge_changed_evidence=request.POST.get("acknowledge_changed_evidence") == "on")
         except Refused as exc:
             messages.error(request, exc.message)
             return HttpResponseRedirect(packet_url(packet_id))
-        messages.success(request, f"Packet {packet_id} {decision}. Nothing was sent to the customer.")
+        following = packet_to_review_after(packet=review.packet)
+        left = "Next pending packet." if following else "No pending packet is left."
+        messages.success(request, f"Packet {packet_id} {decision}. Nothing was sent to the customer. {left}")
+        if following:
+            return HttpResponseRedirect(packet_url(following))
         return HttpResponseRedirect(reverse("admin:agentrun_reviewpacket_changelist"))
 
 
@@ -350,9 +412,21 @@ class EvidenceCheckAdmin(ReadOnlyAdmin):
         return "; ".join(d.get("text", "") for d in check.differences) or check.reason
 
 
+def approvals_shown(run: Run):
+    now = timezone.now()
+    return [approval_shown(a, run, now) for a in run.approvals.all()]
+
+
+def waiting_approval(run: Run):
+    """The run's pending approval as staff see it (expired once the deadline passed), or None."""
+    shown = [w for w in approvals_shown(run) if w.approval.state == Approval.State.PENDING]
+    return shown[0] if shown else None
+
+
 @admin.register(Approval)
 class ApprovalAdmin(ReadOnlyAdmin):
-    list_display = ("id", "run_link", "tool", "args", "state", "requested_at", "decided_by", "decided_at")
+    list_display = ("id", "run_link", "tool", "args", "shown_state", "time_left", "reason", "requested_at",
+                    "decided_by", "note")
     list_filter = ("state", "tool")
     list_select_related = ("run__ticket",)
 
@@ -360,6 +434,14 @@ class ApprovalAdmin(ReadOnlyAdmin):
     def run_link(self, approval):
         return format_html('<a href="{}">run {} on {}</a>', run_url(approval.run_id), approval.run_id,
                            approval.run.ticket.ref)
+
+    @admin.display(description="state", ordering="state")
+    def shown_state(self, approval):
+        return approval_shown(approval, approval.run, timezone.now()).state_shown
+
+    @admin.display(description="time left")
+    def time_left(self, approval):
+        return approval_shown(approval, approval.run, timezone.now()).time_left
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         try:
@@ -517,3 +599,5 @@ class StaffPreferenceAdmin(StaffSiteAdmin):
 
 # The last app with admins: Django's own (users, groups) and django-axes' answer like ours.
 admin_site_harden(admin.site)
+admin.site.site_header = admin.site.site_title = "supportagent"
+admin.site.index_title = "Work"

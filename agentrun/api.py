@@ -5,11 +5,13 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from django.db.models import QuerySet
+from django.utils import timezone
 from ninja import Field, Header, Path, Query, Router, Schema
 from ninja import Status as Reply
 from ninja.responses import codes_4xx
 from pydantic import ConfigDict, field_validator
 
+from .approvals import approval_shown
 from .models import PacketReview, ReviewPacket, Run
 from .staff import (
     access_packet,
@@ -117,10 +119,23 @@ class BarOut(Schema):
     percent: int
 
 
+class ApprovalOut(Schema):
+    id: int
+    tool: str
+    args: dict[str, Any]
+    state: str
+    reason: str
+    note: str
+    requested_at: datetime
+    decided_by: str
+    decided_at: datetime | None
+
+
 class RunDetailOut(RunOut):
     subject: str
     body: str
     pending_call: dict[str, Any] | None
+    approvals: list[ApprovalOut]
     timeline: list[StepOut]
     evidence: list[EvidenceOut]
     budget_bars: list[BarOut]
@@ -136,7 +151,7 @@ class RunPage(Schema):
 class ReviewOut(Schema):
     id: int
     packet_id: int
-    reviewer: str
+    reviewer: str | None = Field(description="Empty (null) for a system entry: a packet superseded by a newer one.")
     decision: str
     note: str
     acknowledged_changed_evidence: bool
@@ -182,6 +197,7 @@ class PacketOut(Schema):
     reviews: list[ReviewOut]
     created_at: datetime
     evidence_checks: list[EvidenceCheckOut]
+    approvals: list[ApprovalOut]
 
 
 class StrictIn(Schema):
@@ -196,6 +212,8 @@ class ReviewIn(StrictIn):
 
 class ApprovalIn(StrictIn):
     decision: Literal["grant", "deny"]
+    reason: str = Field("", max_length=2000, pattern=SAFE_TEXT,
+                        description="Why the call is denied (optional); kept on the approval and shown in the packet.")
 
 
 class RunFilters(Schema):
@@ -243,14 +261,24 @@ def run_detail_out(run: Run) -> dict[str, Any]:
         **run_out(run),
         "subject": run.subject, "body": run.body,  # the ticket's text as the run was shown it
         "pending_call": run.pending_call,
+        "approvals": approvals_out(run),
         "timeline": [s.as_dict() for s in run_timeline(run=run)],
         "evidence": [e.as_dict() for e in evidence_for(ticket_id=run.ticket_id, refs=list(run.evidence_refs))],
         "budget_bars": [b.as_dict() for b in budget_bars(run=run)],
     }
 
 
+def approvals_out(run: Run) -> list[dict[str, Any]]:
+    """A run's approvals; a pending one whose run has ended or passed its deadline is shown expired."""
+    now = timezone.now()
+    return [{"id": a.pk, "tool": a.tool, "args": a.args, "state": approval_shown(a, run, now).state_shown,
+             "reason": a.reason, "note": a.note, "requested_at": a.requested_at, "decided_by": a.decided_by,
+             "decided_at": a.decided_at} for a in run.approvals.all()]
+
+
 def review_out(review: PacketReview) -> dict[str, Any]:
-    return {"id": review.pk, "packet_id": review.packet_id, "reviewer": review.reviewer.get_username(),
+    reviewer = review.reviewer.get_username() if review.reviewer else None
+    return {"id": review.pk, "packet_id": review.packet_id, "reviewer": reviewer,
             "decision": review.decision, "note": review.note,
             "acknowledged_changed_evidence": review.acknowledged_changed_evidence,
             "changed_evidence": review.changed_evidence, "created_at": review.created_at}
@@ -273,6 +301,7 @@ def packet_out(packet: ReviewPacket, checks: list[ItemCheck]) -> dict[str, Any]:
         "refused": packet.refused, "budget_spent": packet.budget_spent, "review_state": packet.review_state,
         "reviews": [review_out(r) for r in reviews], "created_at": packet.created_at,
         "evidence_checks": [c.as_dict(links) for c in checks],
+        "approvals": approvals_out(run),
     }
 
 
@@ -336,7 +365,7 @@ def cancel_run(request, run_id: int = IdPath):
 @router.post("/runs/{run_id}/approval", response={200: RunOut, ERRORS: ErrorOut})
 def answer_approval(request, payload: ApprovalIn, run_id: int = IdPath):
     """Grant or deny the call a run waits on (supervisors). After the deadline it changes nothing."""
-    do_answer_approval(user=request.auth, run_id=run_id, grant=payload.decision == "grant")
+    do_answer_approval(user=request.auth, run_id=run_id, grant=payload.decision == "grant", note=payload.reason)
     return run_out(access_run(user=request.auth, run_id=run_id))
 
 

@@ -8,7 +8,12 @@ class AgentrunConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.core import checks
+
+        from .checks import approval_time_check
         from .tools import TOOLS
+
+        checks.register(approval_time_check)
 
         # A misspelt tool here would quietly switch its approval gate off: refuse to start instead.
         unknown = sorted(set(settings.AGENT_REQUIRE_APPROVAL) - TOOLS.keys())

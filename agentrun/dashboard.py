@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
-from django.db.models import Case, CharField, Count, Min, OuterRef, Subquery, Value, When
+from django.db.models import Case, CharField, Count, Min, OuterRef, Q, Subquery, Value, When
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -141,7 +141,8 @@ def _reviews(out: Outcomes, runs) -> None:
     out.packets = sum(states.values())
     out.accepted = states.get(ReviewPacket.ReviewState.ACCEPTED, 0)
     out.reviewed = out.accepted + states.get(ReviewPacket.ReviewState.REJECTED, 0)
-    firsts = packets.annotate(first=Min("reviews__created_at")).filter(first__isnull=False)
+    by_staff = Q(reviews__reviewer__isnull=False)  # a packet superseded by the system was not reviewed
+    firsts = packets.annotate(first=Min("reviews__created_at", filter=by_staff)).filter(first__isnull=False)
     out.review_seconds = [max((f - c).total_seconds(), 0.0) for c, f in firsts.values_list("created_at", "first")]
 
 

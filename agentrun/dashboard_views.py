@@ -2,13 +2,18 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.db.models import Count, Min
 from django.http import HttpResponse, HttpResponseNotFound
 from django.template.response import TemplateResponse
 
 from supportagent.csvexport import csv_response
 
 from .dashboard import CHART_TITLES, CSV_NAMES, PeriodError, charts, csv_rows, outcomes, percent, period_parse
+from .queue import packets_pending
 from .staff import Refused, require
+from .statuses import stop_name
+
+NONE_YET = "—"  # a rate of nothing (no ended run, no reviewed packet) is not 0 %
 
 
 def refusal(request, exc: Refused) -> TemplateResponse:
@@ -50,11 +55,12 @@ def dashboard_view(request):
         ],
         "review_median": out.median_review_seconds,
         "query": query,
-        "completion": percent(out.completion_rate),
-        "acceptance": percent(out.acceptance_rate),
+        "completion": percent(out.completion_rate) if out.ended else NONE_YET,
+        "acceptance": percent(out.acceptance_rate) if out.reviewed else NONE_YET,
+        "backlog": packets_pending().aggregate(count=Count("id"), oldest=Min("created_at")),
         "tool_rows": [(t, percent(t.rate(t.no_progress)), percent(t.rate(t.invalid_or_forbidden)))
                       for t in out.tool_rates],
-        "stop_rows": [(s, n, percent(out.share(n))) for s, n in out.by_stop_reason],
+        "stop_rows": [(s, stop_name(s), n, percent(out.share(n))) for s, n in out.by_stop_reason],
     }
     return TemplateResponse(request, "admin/agentrun/outcomes.html", context)
 

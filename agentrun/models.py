@@ -186,6 +186,9 @@ class Approval(models.Model):
     requested_at = models.DateTimeField(default=timezone.now)
     decided_at = models.DateTimeField(null=True, blank=True)
     decided_by = models.CharField(max_length=150, blank=True)
+    reason = models.CharField(max_length=300, blank=True, default="",
+                              help_text="Why the call needs approval, recorded when the approval is asked for.")
+    note = models.TextField(blank=True, default="", help_text="The supervisor's reason for a denial.")
 
     class Meta:
         ordering = ["run", "id"]
@@ -203,6 +206,7 @@ class ReviewPacket(models.Model):
         PENDING = "pending"
         ACCEPTED = "accepted"
         REJECTED = "rejected"
+        SUPERSEDED = "superseded"
 
     run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="packet")
     summary = models.TextField(null=True, blank=True)
@@ -278,14 +282,20 @@ class AppendOnly(models.Model):
 
 
 class PacketReview(AppendOnly):
-    """One staff decision on a review packet. Append-only: never changed or deleted."""
+    """One decision on a review packet. Append-only: never changed or deleted.
+
+    A staff member accepts or rejects; the system (no reviewer) marks a pending packet
+    superseded when a newer packet is written for the same ticket.
+    """
 
     class Decision(models.TextChoices):
         ACCEPTED = "accepted"
         REJECTED = "rejected"
+        SUPERSEDED = "superseded"
 
     packet = models.ForeignKey(ReviewPacket, on_delete=models.CASCADE, related_name="reviews")
-    reviewer = models.ForeignKey("auth.User", on_delete=models.PROTECT, related_name="packet_reviews")
+    reviewer = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.PROTECT,
+                                 related_name="packet_reviews", help_text="Empty for a system entry.")
     decision = models.CharField(max_length=16, choices=Decision.choices)
     note = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -300,7 +310,7 @@ class PacketReview(AppendOnly):
         ordering = ["packet", "created_at", "id"]
 
     def __str__(self) -> str:
-        return f"{self.decision} by {self.reviewer_id} on packet {self.packet_id}"
+        return f"{self.decision} by {self.reviewer_id or 'the system'} on packet {self.packet_id}"
 
 
 class ApiToken(models.Model):

@@ -4,11 +4,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from supportagent.rows import column, field, row_insert_later, rows_select, table
+from supportagent.rows import column, execute_later, field, row_insert_later, rows_select, table
 from tickets.models import Evidence
 
 from .decisions import Draft
-from .models import ReviewPacket, Run, ToolAttempt
+from .models import PacketReview, ReviewPacket, Run, ToolAttempt
 from .statuses import Stop
 from .webhooks import packet_event_record, webhook_enabled
 
@@ -37,9 +37,45 @@ def packet_write(*, run: Run, stop: Stop, draft: Draft | None, now: datetime,
         created_at=now,
     )
     row_insert_later(packet)
+    packets_supersede_later(run=run, now=now)
     if webhook_enabled():
         packet_event_record(run=run, packet=packet, now=now)
     return packet
+
+
+def packets_supersede_later(*, run: Run, now: datetime) -> None:
+    """The ticket's other pending packets leave the queue: each gets a system entry ("superseded",
+    no reviewer) in its review history and the review state superseded.
+
+    Held with the step's writes: on PostgreSQL they go with the packet's INSERT in one
+    statement, so a run adds no statement for them. Both read the pending packets as
+    they were before the step (one snapshot), and touch only pending packets: running
+    them again changes nothing.
+    """
+    note = f"Superseded by the packet of run {run.pk}, a newer investigation of the same ticket."
+    execute_later(_SUPERSEDE_HISTORY, [PacketReview.Decision.SUPERSEDED, note, now, *_others(run)])
+    execute_later(_SUPERSEDE_STATE, [ReviewPacket.ReviewState.SUPERSEDED, *_others(run)])
+
+
+def _others(run: Run) -> list[Any]:
+    return [ReviewPacket.ReviewState.PENDING, run.ticket_id, run.pk]
+
+
+_P, _R, _V = table(ReviewPacket), table(Run), table(PacketReview)
+_PENDING_OF_TICKET = (
+    f"p.{column(ReviewPacket, 'review_state')} = %s AND r.{column(Run, 'id')} = p.{column(ReviewPacket, 'run')}"
+    f" AND r.{column(Run, 'ticket')} = %s AND p.{column(ReviewPacket, 'run')} <> %s"
+)
+_SUPERSEDE_HISTORY = (
+    f"INSERT INTO {_V} ({column(PacketReview, 'packet')}, {column(PacketReview, 'reviewer')},"
+    f" {column(PacketReview, 'decision')}, {column(PacketReview, 'note')}, {column(PacketReview, 'created_at')},"
+    f" {column(PacketReview, 'acknowledged_changed_evidence')}, {column(PacketReview, 'changed_evidence')})"
+    f" SELECT p.{column(ReviewPacket, 'id')}, NULL, %s, %s, %s, FALSE, '[]' FROM {_P} p, {_R} r"
+    f" WHERE {_PENDING_OF_TICKET}"
+)
+_SUPERSEDE_STATE = (
+    f"UPDATE {_P} p SET {column(ReviewPacket, 'review_state')} = %s FROM {_R} r WHERE {_PENDING_OF_TICKET}"
+)
 
 
 _ATTEMPT_FIELDS = ("seq", "tool", "args", "outcome", "call_id", "error")

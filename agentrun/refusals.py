@@ -56,7 +56,9 @@ def refusal_of_calls(calls: list[Any]) -> dict[str, Any]:
     }
 
 
-def refusal_of_denial(*, tool: str, args: dict[str, Any], call_id: str, decided_by: str) -> dict[str, Any]:
-    """A call a supervisor denied while the run waited for approval."""
+def refusal_of_denial(*, tool: str, args: dict[str, Any], call_id: str, decided_by: str,
+                      reason: str = "") -> dict[str, Any]:
+    """A call a supervisor denied while the run waited for approval, with the supervisor's reason."""
     who = decided_by or "A supervisor"
-    return {"tool": tool, "args": args, "id": call_id or None, "reason": f"{who} denied this call."}
+    said = f"{who} denied this call: {reason}" if reason else f"{who} denied this call."
+    return {"tool": tool, "args": args, "id": call_id or None, "reason": said}

@@ -24,7 +24,8 @@ class ReviewError(Exception):
 
 def packet_review(*, packet_id: int, reviewer: User, decision: str, note: str = "",
                   changed_evidence: Sequence[str] = (), acknowledge_changed_evidence: bool = False) -> PacketReview:
-    """Record `reviewer`'s decision on a packet. A rejection needs a note saying why.
+    """Record `reviewer`'s decision on a packet. A rejection needs a note saying why; a superseded
+    packet is not reviewed (its ticket's newer packet is).
 
     Accepting a packet whose `changed_evidence` (refs re-checked as changed or
     gone, agentrun.recheck.packet_attention) is not empty needs
@@ -34,7 +35,7 @@ def packet_review(*, packet_id: int, reviewer: User, decision: str, note: str = 
     review and sent after the commit.
     """
     note = (note or "").strip()
-    if decision not in PacketReview.Decision.values:
+    if decision not in (PacketReview.Decision.ACCEPTED, PacketReview.Decision.REJECTED):
         raise ReviewError("bad_decision", "The decision must be accept or reject.")
     if decision == PacketReview.Decision.REJECTED and not note:
         raise ReviewError("note_required", "Say why the packet is rejected: a note is required.")
@@ -48,6 +49,9 @@ def packet_review(*, packet_id: int, reviewer: User, decision: str, note: str = 
         packet = ReviewPacket.objects.select_for_update().filter(pk=packet_id).first()
         if packet is None:
             raise ReviewError("not_found", f"There is no review packet {packet_id}.")
+        if packet.review_state == ReviewPacket.ReviewState.SUPERSEDED:
+            raise ReviewError("superseded", f"Packet {packet_id} was superseded by a newer investigation of its "
+                              "ticket; review the newer packet.")
         review = PacketReview.objects.create(
             packet=packet, reviewer=reviewer, decision=decision, note=note,
             acknowledged_changed_evidence=accepting and acknowledge_changed_evidence,

@@ -24,9 +24,11 @@ _OWN_TOKENS = ["agentrun.view_apitoken", "agentrun.add_apitoken", "agentrun.dele
 _OWN_PREFERENCES = ["agentrun.view_staffpreference", "agentrun.change_staffpreference"]
 
 ROLES: dict[str, list[str]] = {
-    SUPPORT_STAFF: [*_READ, *_OWN_TOKENS, *_OWN_PREFERENCES, "agentrun.start_investigation", "agentrun.review_packet"],
+    SUPPORT_STAFF: [*_READ, *_OWN_TOKENS, *_OWN_PREFERENCES, "tickets.add_ticket", "agentrun.start_investigation",
+                    "agentrun.review_packet"],
     SUPERVISORS: [
-        *_READ, *_OWN_TOKENS, *_OWN_PREFERENCES, "agentrun.start_investigation", "agentrun.review_packet",
+        *_READ, *_OWN_TOKENS, *_OWN_PREFERENCES, "tickets.add_ticket", "agentrun.start_investigation",
+        "agentrun.review_packet",
         "agentrun.view_dashboard", "agentrun.answer_approval", "agentrun.cancel_run",
         "agentrun.change_budget_defaults", "tickets.change_job",
         "agentrun.view_webhookdelivery", "agentrun.view_webhookattempt",

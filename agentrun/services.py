@@ -108,10 +108,13 @@ def run_cancel(*, run_id: int) -> Run:
         return run
 
 
-def approval_answer(*, run_id: int, grant: bool, decided_by: str, resume: bool = True) -> Run:
-    """A supervisor's answer for the call the run waits on. After the deadline it changes nothing.
+def approval_answer(*, run_id: int, grant: bool, decided_by: str, resume: bool = True, note: str = "",
+                    refuse_late: bool = False) -> Run:
+    """A supervisor's answer for the call the run waits on. After the deadline it changes nothing,
+    and with `refuse_late` it is refused (RunError "approval_expired") with nothing written.
 
-    A grant hands the run back to a worker (unless `resume` is false: the caller drives it).
+    A grant hands the run back to a worker (unless `resume` is false: the caller drives it). A
+    denial keeps `note`, the supervisor's reason, on the approval and in the run's stop note.
     """
     with transaction.atomic():
         run = run_lock(run_id=run_id)
@@ -119,6 +122,8 @@ def approval_answer(*, run_id: int, grant: bool, decided_by: str, resume: bool =
         if run.status != Status.WAITING_APPROVAL or approval is None:
             raise RunError("not_waiting", f"run {run_id} is not waiting for an approval")
         now = timezone.now()
+        if refuse_late and run.time_left(now) <= 0:
+            raise RunError("approval_expired", f"the approval expired: run {run_id}'s deadline has passed")
         approval.decided_at, approval.decided_by = now, decided_by
         if run.time_left(now) <= 0:
             approval.state = Approval.State.EXPIRED
@@ -130,10 +135,10 @@ def approval_answer(*, run_id: int, grant: bool, decided_by: str, resume: bool =
             if resume:
                 enqueue_advance(run.pk)
         else:
-            approval.state = Approval.State.DENIED
+            approval.state, approval.note = Approval.State.DENIED, note
             approval.save()
             refused = refusal_of_denial(tool=approval.tool, args=approval.args, call_id=approval.call_id,
-                                        decided_by=decided_by)
-            stop = Stop(Status.INVALID_OR_FORBIDDEN, Detail.APPROVAL_DENIED, "a supervisor denied the call")
-            run_end(run=run, stop=stop, refused=refused)
+                                        decided_by=decided_by, reason=note)
+            said = f"a supervisor denied the call: {note}" if note else "a supervisor denied the call"
+            run_end(run=run, stop=Stop(Status.INVALID_OR_FORBIDDEN, Detail.APPROVAL_DENIED, said), refused=refused)
         return run

@@ -19,6 +19,7 @@ from .recheck import ItemCheck, packet_attention, packet_recheck
 from .reviews import ReviewError, packet_review
 from .roles import INTEGRATIONS, SUPERVISORS
 from .services import RunError, approval_answer, investigation_start, run_cancel
+from .statuses import Status
 from .selectors import ticket_active_run
 
 log = logging.getLogger("agentrun")
@@ -44,7 +45,7 @@ _WHAT = {
     "agentrun.cancel_run": ("cancel runs", SUPERVISORS),
     "agentrun.answer_approval": ("approve or deny calls", SUPERVISORS),
     "agentrun.view_dashboard": ("see the outcomes dashboard", SUPERVISORS),
-    "tickets.add_ticket": ("create tickets", INTEGRATIONS),
+    "tickets.add_ticket": ("create tickets", f"{INTEGRATIONS} and Support staff"),
     "tickets.change_ticket": ("update tickets", INTEGRATIONS),
     "tickets.add_document": ("add documents", INTEGRATIONS),
     "tickets.change_document": ("publish documents", INTEGRATIONS),
@@ -177,13 +178,25 @@ def do_cancel(*, user: User, run_id: int) -> Run:
     return Run.objects.get(pk=run.pk)
 
 
-def do_answer_approval(*, user: User, run_id: int, grant: bool) -> Run:
-    """A supervisor's answer to the call a run waits on (used once; after the deadline it changes nothing)."""
+def do_answer_approval(*, user: User, run_id: int, grant: bool, note: str = "") -> Run:
+    """A supervisor's answer to the call a run waits on, used once. An approval whose run has ended,
+    or whose deadline has passed, is expired: the answer is refused and nothing is written.
+    A denial may say why (`note`)."""
     require(user, "agentrun.answer_approval")
-    access_run(user=user, run_id=run_id)
+    run = access_run(user=user, run_id=run_id)
+    note = (note or "").strip()
+    if len(note) > MAX_DENIAL_NOTE:
+        raise Refused("note_too_long", f"The reason is longer than {MAX_DENIAL_NOTE} characters.", 422)
+    if run.status != Status.WAITING_APPROVAL:
+        raise Refused("not_waiting", f"Run {run_id} is not waiting for an approval (it is {run.status}): "
+                      "there is nothing to answer.", 409)
     try:
-        run = approval_answer(run_id=run_id, grant=grant, decided_by=user.get_username())
+        run = approval_answer(run_id=run_id, grant=grant, decided_by=user.get_username(), note=note,
+                              refuse_late=True)
     except RunError as exc:
+        if exc.code == "approval_expired":
+            raise Refused(exc.code, f"This approval has expired: run {run_id}'s deadline passed before it was "
+                          "answered. Nothing was changed; the run ends at its deadline.", 409) from None
         raise Refused(exc.code, str(exc), 409) from None
     return Run.objects.get(pk=run.pk)
 
@@ -194,7 +207,8 @@ def do_packet_recheck(*, user: User, packet: ReviewPacket) -> list[ItemCheck]:
     return packet_recheck(packet=packet, user=user)
 
 
-_REVIEW_STATUS = {"not_found": 404, "evidence_changed": 409}
+MAX_DENIAL_NOTE = 2000
+_REVIEW_STATUS = {"not_found": 404, "evidence_changed": 409, "superseded": 409}
 
 
 def do_review(*, user: User, packet_id: int, decision: str, note: str = "",

@@ -31,6 +31,7 @@ from tickets.services import evidence_record
 
 from . import metrics
 from .adapters.base import ModelError, ModelResponse
+from .approvals import approval_notify_later, approval_reason
 from .budgets import COUNT_LIMIT, Budget, allowances, check_before_request, cost_micros, tool_attempts_left
 from .decisions import (
     AwaitApproval,
@@ -423,9 +424,13 @@ def _reuse_receipt(run: Run, call: NormalizedCall) -> None:
 
 
 def _await_approval(run: Run, call: NormalizedCall) -> None:
-    Approval.objects.create(run=run, tool=call.tool, args=call.args, call_key=call.key, call_id=call.call_id or "")
+    reason = approval_reason(tool=call.tool, args=call.args, run_requires=run.require_approval,
+                             configured=settings.AGENT_REQUIRE_APPROVAL)
+    approval = Approval.objects.create(run=run, tool=call.tool, args=call.args, call_key=call.key,
+                                       call_id=call.call_id or "", reason=reason)
     run.status = Status.WAITING_APPROVAL
     run.pending_call = {"tool": call.tool, "args": call.args, "id": call.call_id}
+    approval_notify_later(run=run, approval=approval, now=approval.requested_at)
     return None
 
 

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
+from .approvals import approval_notify
 from .loop import run_advance
 from .models import Run
 from .watchdog import WatchdogPass, watchdog_pass
@@ -69,3 +70,9 @@ def enqueue_advance(run_id: int) -> None:
                       " enqueues it again once it does", run_id, exc)
 
     transaction.on_commit(send)
+
+
+@shared_task(name="agentrun.notify_approval", ignore_result=True)
+def notify_approval(approval_id: int) -> None:
+    """E-mail the Supervisors that a call waits for their answer (nothing if it was answered meanwhile)."""
+    approval_notify(approval_id=approval_id)

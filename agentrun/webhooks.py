@@ -1,4 +1,5 @@
-"""Packet notifications: a signed JSON event to the help desk when a packet is written or reviewed.
+"""Packet notifications: a signed JSON event to the help desk when a packet is written or reviewed,
+and when a call starts waiting for a supervisor's approval.
 
 Recording: `packet_event_record` adds a WebhookDelivery in the caller's
 transaction (a run's last step, or a review) and has it sent once that
@@ -40,12 +41,13 @@ from pydantic import BaseModel, ConfigDict
 from supportagent.celery import app as celery_app
 from supportagent.rows import row_insert_later
 
-from .models import PacketReview, ReviewPacket, Run, WebhookAttempt, WebhookDelivery
+from .models import Approval, PacketReview, ReviewPacket, Run, WebhookAttempt, WebhookDelivery
 from .timeline import stop_explanation
 
 log = logging.getLogger("agentrun")
 
 PACKET_WRITTEN, PACKET_REVIEWED = "packet.written", "packet.reviewed"
+APPROVAL_WAITING = "approval.waiting"
 SIGNATURE_HEADER = "X-Supportagent-Signature"
 DELIVER_WEBHOOK_TASK = "agentrun.deliver_webhook"  # the task (agentrun.tasks) that sends one delivery
 # A sender holds a delivery for its request's timeout and this much more.
@@ -96,6 +98,31 @@ class PacketEvent(_Part):
     review: EventReview | None = None
 
 
+class EventWaitingRun(_Part):
+    id: int
+    status: str
+    deadline_at: datetime
+    url: str
+
+
+class EventApproval(_Part):
+    id: int
+    tool: str
+    args: dict
+    reason: str
+
+
+class ApprovalEvent(_Part):
+    """What the receiver gets when a call starts waiting for approval: answer it before `run.deadline_at`."""
+
+    id: uuid.UUID
+    type: Literal["approval.waiting"]
+    created_at: datetime
+    ticket: EventTicket
+    run: EventWaitingRun
+    approval: EventApproval
+
+
 def webhook_enabled() -> bool:
     return bool(settings.AGENT_PACKET_WEBHOOK_URL)
 
@@ -121,11 +148,27 @@ def packet_event(*, run: Run, packet: ReviewPacket, review: PacketReview | None,
     )
 
 
+def approval_event(*, run: Run, approval: Approval, now: datetime) -> ApprovalEvent:
+    """The event for `approval` (of `run`, with its ticket), just asked for."""
+    ticket = run.ticket
+    return ApprovalEvent(
+        id=uuid.uuid4(), type=APPROVAL_WAITING, created_at=now,
+        ticket=EventTicket(ref=ticket.ref, source=ticket.source, external_id=ticket.external_id),
+        run=EventWaitingRun(id=run.pk, status=run.status, deadline_at=run.deadline_at,
+                            url=settings.AGENT_SITE_URL + reverse("admin:agentrun_run_change", args=[run.pk])),
+        approval=EventApproval(id=approval.pk, tool=approval.tool, args=approval.args, reason=approval.reason),
+    )
+
+
 def packet_event_record(*, run: Run, packet: ReviewPacket, review: PacketReview | None = None,
                         now: datetime) -> None:
     """Record the event in the current transaction (held with a step's writes) and send it after commit."""
-    event = packet_event(run=run, packet=packet, review=review, now=now)
-    delivery = WebhookDelivery(event_id=event.id, event_type=event.type, run_id=run.pk,
+    event_record(packet_event(run=run, packet=packet, review=review, now=now), run_id=run.pk, now=now)
+
+
+def event_record(event: PacketEvent | ApprovalEvent, *, run_id: int, now: datetime) -> None:
+    """Record any event in the current transaction and send it after commit."""
+    delivery = WebhookDelivery(event_id=event.id, event_type=event.type, run_id=run_id,
                                payload=event.model_dump(mode="json"), created_at=now, next_attempt_at=now)
     row_insert_later(delivery)
     transaction.on_commit(partial(webhook_enqueue, str(event.id)))

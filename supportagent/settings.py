@@ -138,6 +138,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "agentrun.context_processors.waiting_approvals",
             ],
         },
     },
@@ -304,6 +305,18 @@ AGENT_OPENAI_TOOL_CHOICE = env_choice("AGENT_OPENAI_TOOL_CHOICE", ("required", "
 # A worker's lease on a run outlives one operation's longest wait by this much.
 AGENT_LEASE_MARGIN_SECONDS = 5.0
 AGENT_REQUIRE_APPROVAL: list[str] = env_list("AGENT_REQUIRE_APPROVAL", [])
+# A run's deadline keeps running while it waits for approval: a start-up warning (agentrun.W001)
+# when calls may need approval and new runs get less time than this to be answered.
+AGENT_APPROVAL_MIN_SECONDS = env_seconds("AGENT_APPROVAL_MIN_SECONDS", 600)
+# E-mail (Django's own settings): supervisors with an address hear of a call waiting for approval.
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "supportagent@localhost")
 
 
 def env_url(name: str, *, required_by: str = "", placeholder: str = "") -> str:

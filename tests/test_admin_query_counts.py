@@ -1,4 +1,7 @@
-"""Query counts of the run list, the review queue, the ticket list and the dashboard do not grow with rows."""
+"""Query counts of the run list, the review queue, the ticket list and the dashboard do not grow with rows.
+
+A supervisor's admin pages read the calls waiting for approval once (the count in the header); the
+ticket list reads the accounts for its filter; the dashboard reads the review backlog."""
 import pytest
 from django.urls import reverse
 
@@ -6,12 +9,12 @@ from tests.staffkit import *  # noqa: F401,F403
 from tests.staffkit import make_runs
 
 PAGES = [
-    ("run list", lambda: reverse("admin:agentrun_run_changelist"), 8),
-    ("review queue", lambda: reverse("admin:agentrun_reviewpacket_changelist"), 7),
-    ("ticket list", lambda: reverse("admin:tickets_ticket_changelist"), 7),
-    ("approvals", lambda: reverse("admin:agentrun_approval_changelist"), 8),
-    ("review history", lambda: reverse("admin:agentrun_packetreview_changelist"), 7),
-    ("dashboard", lambda: reverse("outcomes"), 9),
+    ("run list", lambda: reverse("admin:agentrun_run_changelist"), 9),
+    ("review queue", lambda: reverse("admin:agentrun_reviewpacket_changelist"), 8),
+    ("ticket list", lambda: reverse("admin:tickets_ticket_changelist"), 9),
+    ("approvals", lambda: reverse("admin:agentrun_approval_changelist"), 9),
+    ("review history", lambda: reverse("admin:agentrun_packetreview_changelist"), 8),
+    ("dashboard", lambda: reverse("outcomes"), 11),
     ("api run list", lambda: "/api/runs?limit=100", 6),
 ]
 

@@ -8,8 +8,8 @@ from tests.staffkit import *  # noqa: F401,F403
 from tests.staffkit import make_runs
 
 
-def _queue_ids(client) -> list[int]:
-    response = client.get(reverse("admin:agentrun_reviewpacket_changelist"))
+def _queue_ids(client, query: str = "") -> list[int]:
+    response = client.get(reverse("admin:agentrun_reviewpacket_changelist") + query)
     return [p.pk for p in response.context["cl"].result_list]
 
 
@@ -17,7 +17,9 @@ def test_queue_lists_pending_packets_first_oldest_first(staff_client, staff_user
     runs = make_runs(4)  # packets created now, now-1s, now-2s, now-3s
     packets = [r.packet for r in runs]
     packet_review(packet_id=packets[3].pk, reviewer=staff_user, decision="accepted")  # the oldest is reviewed
-    assert _queue_ids(staff_client) == [packets[2].pk, packets[1].pk, packets[0].pk, packets[3].pk]
+    assert _queue_ids(staff_client) == [packets[2].pk, packets[1].pk, packets[0].pk]  # the queue opens on pending
+    assert _queue_ids(staff_client, "?state=all") == [packets[2].pk, packets[1].pk, packets[0].pk, packets[3].pk]
+    assert _queue_ids(staff_client, "?state=accepted") == [packets[3].pk]
 
 
 def test_packet_page_shows_summary_evidence_attempts_questions_and_stop_reason(staff_user, ticket_t1001):

@@ -171,14 +171,15 @@ def test_times_with_offsets_compare_in_utc(client, staff_user, demo):
     assert client.get("/api/runs?since=4255-09-11T09:15:45.92%2B21:11", **auth).json()["count"] == 0
 
 
-def test_an_approval_after_the_deadline_changes_nothing_but_the_deadline_exit(client, supervisor_user, waiting_run):
+def test_an_approval_after_the_deadline_is_refused_as_expired(client, supervisor_user, waiting_run):
     from datetime import timedelta
 
     from django.utils import timezone
 
     Run.objects.filter(pk=waiting_run).update(deadline_at=timezone.now() - timedelta(seconds=1))  # time has run out
-    body = client.post(f"/api/runs/{waiting_run}/approval", {"decision": "grant"},
-                       content_type="application/json", **bearer(supervisor_user)).json()
-    assert body["status"] == "DEADLINE"
-    run = Run.objects.get(pk=waiting_run)
-    assert run.tool_attempts == 0 and Approval.objects.get(run=run).state == "expired"
+    response = client.post(f"/api/runs/{waiting_run}/approval", {"decision": "grant"},
+                           content_type="application/json", **bearer(supervisor_user))
+    _error(response, 409, "approval_expired")
+    run = Run.objects.get(pk=waiting_run)  # nothing written: the watchdog ends the run at its deadline
+    assert run.tool_attempts == 0 and run.status == "WAITING_APPROVAL"
+    assert Approval.objects.get(run=run).state == "pending"

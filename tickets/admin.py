@@ -1,15 +1,18 @@
 """The admin for tickets and what the agent reads. Staff start investigations from the ticket page."""
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
-from django.db.models import OuterRef, Subquery
+from django.db.models import Exists, OuterRef, Subquery
 from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
+from django.utils.html import format_html
 
 from agentrun.admin import ReadOnlyAdmin
 from agentrun.models import ReviewPacket, Run
 from agentrun.dashboard_views import refusal
 from agentrun.staff import Refused, can, do_investigate, require
+from agentrun.statuses import Status, stop_name
 from supportagent.adminkit import StaffSiteAdmin
 
 from .models import (
@@ -30,30 +33,80 @@ def _progress_url(run_id: int) -> str:
     return reverse("admin:agentrun_run_progress", args=[run_id])
 
 
+class LatestRunFilter(admin.SimpleListFilter):
+    title, parameter_name = "latest run", "latest_run"
+
+    def lookups(self, request, model_admin):
+        return [("never", "Never investigated"), *((s.value, stop_name(s)) for s in Status)]
+
+    def queryset(self, request, queryset):
+        if self.value() == "never":
+            return queryset.filter(latest_status__isnull=True)
+        return queryset.filter(latest_status=self.value()) if self.value() else queryset
+
+
+class PendingPacketFilter(admin.SimpleListFilter):
+    title, parameter_name = "pending packet", "pending"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "A packet waits for review"), ("no", "No packet waits")]
+
+    def queryset(self, request, queryset):
+        if self.value() in ("yes", "no"):
+            return queryset.filter(has_pending=self.value() == "yes")
+        return queryset
+
+
+class TicketForm(forms.ModelForm):
+    """A ticket acts for its customer's session: the session must belong to the ticket's account."""
+
+    class Meta:
+        model = Ticket
+        fields = "__all__"
+
+    def clean(self):
+        cleaned = super().clean()
+        account, session = cleaned.get("account"), cleaned.get("session")
+        if account and session and session.account_id != account.pk:
+            self.add_error("session", f"Session {session.ref} belongs to account {session.account.code}, "
+                                      f"not {account.code}: choose one of {account.code}'s sessions.")
+        return cleaned
+
+
 @admin.register(Ticket)
 class TicketAdmin(StaffSiteAdmin):
+    form = TicketForm
     list_display = ("ref", "subject", "account", "latest_run_status", "packet_state", "created_at")
     list_select_related = ("account",)
-    search_fields = ("ref", "subject")
+    list_filter = ("account", LatestRunFilter, PendingPacketFilter)
+    search_fields = ("ref", "subject", "body", "session__user__email")
     readonly_fields = ("evidence_count",)
     actions = ["investigate_selected"]
     change_form_template = "admin/tickets/ticket/change_form.html"
 
     def get_queryset(self, request):
         latest = Run.objects.filter(ticket=OuterRef("pk")).order_by("-created_at", "-id")
-        packet = (ReviewPacket.objects.filter(run__ticket=OuterRef("pk"))
-                  .order_by("-run__created_at", "-run_id").values("review_state")[:1])
+        packet = ReviewPacket.objects.filter(run__ticket=OuterRef("pk")).order_by("-run__created_at", "-run_id")
+        pending = ReviewPacket.objects.filter(run__ticket=OuterRef("pk"), review_state=ReviewPacket.ReviewState.PENDING)
         return super().get_queryset(request).annotate(
-            latest_status=Subquery(latest.values("status")[:1]), latest_packet_state=Subquery(packet)
+            latest_status=Subquery(latest.values("status")[:1]), latest_run_id=Subquery(latest.values("pk")[:1]),
+            latest_packet_state=Subquery(packet.values("review_state")[:1]),
+            latest_packet_id=Subquery(packet.values("pk")[:1]), has_pending=Exists(pending),
         )
 
     @admin.display(description="latest run", ordering="latest_status")
     def latest_run_status(self, ticket):
-        return ticket.latest_status or "never investigated"
+        if not ticket.latest_run_id:
+            return "never investigated"
+        return format_html('<a href="{}">run {}: {}</a>', reverse("admin:agentrun_run_change", args=[ticket.latest_run_id]),
+                           ticket.latest_run_id, stop_name(ticket.latest_status))
 
     @admin.display(description="latest packet", ordering="latest_packet_state")
     def packet_state(self, ticket):
-        return ticket.latest_packet_state or "—"
+        if not ticket.latest_packet_id:
+            return "—"
+        return format_html('<a href="{}">{}</a>', reverse("admin:agentrun_reviewpacket_change",
+                                                          args=[ticket.latest_packet_id]), ticket.latest_packet_state)
 
     def has_investigate_permission(self, request):
         return can(request.user, "agentrun.start_investigation")
@@ -67,8 +120,10 @@ class TicketAdmin(StaffSiteAdmin):
         ticket = Ticket.objects.filter(pk=object_id).first() if str(object_id).isdigit() else None
         if ticket is not None:
             runs = ticket.runs.select_related("packet").order_by("-created_at", "-id")[:10]
+            pending = ReviewPacket.objects.filter(run__ticket=ticket, review_state=ReviewPacket.ReviewState.PENDING)
             extra.update(runs=runs, can_investigate=can(request.user, "agentrun.start_investigation"),
-                         investigate_url=reverse("admin:tickets_ticket_investigate", args=[ticket.pk]))
+                         investigate_url=reverse("admin:tickets_ticket_investigate", args=[ticket.pk]),
+                         pending_packet=pending.order_by("-created_at").first())
         return super().change_view(request, object_id, form_url, extra_context=extra)
 
     def investigate_view(self, request, ticket_id: int):

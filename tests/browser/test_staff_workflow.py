@@ -40,6 +40,7 @@ def test_staff_investigates_watches_it_finish_and_accepts_the_packet(page, live_
 
 def test_a_second_packet_is_rejected_with_a_note(page, live_server, login, shot, staff_user, ticket_t1001):
     login("staff", PASSWORD)
+    page.on("dialog", lambda dialog: dialog.accept())  # "investigate again?" while the first packet is pending
     _investigate(page, live_server)
     _investigate(page, live_server)
     second = Run.objects.order_by("-id").first()

@@ -1,0 +1,55 @@
+"""Start-up checks: settings that run but leave people too little time."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.checks import Warning as CheckWarning
+from django.db import DatabaseError
+
+from .budgets import Budget
+
+APPROVAL_TOO_SHORT = "agentrun.W001"
+
+
+def approval_time_check(app_configs=None, **kwargs) -> list[CheckWarning]:
+    """Warn when calls may need approval while a new run's deadline is shorter than
+    AGENT_APPROVAL_MIN_SECONDS: the deadline keeps running while a call waits, so such a
+    run mostly ends at its deadline before anyone can answer."""
+    needing = _what_needs_approval()
+    deadline = _default_deadline()
+    if not needing or deadline >= settings.AGENT_APPROVAL_MIN_SECONDS:
+        return []
+    return [CheckWarning(
+        f"Calls need approval ({' and '.join(needing)}), but new runs have {deadline:g} s before their deadline, "
+        f"less than AGENT_APPROVAL_MIN_SECONDS ({settings.AGENT_APPROVAL_MIN_SECONDS} s).",
+        hint="Raise deadline_seconds (AGENT_BUDGET_DEFAULTS or the supervisors' budget defaults) so that a "
+             "supervisor has time to answer, or lower AGENT_APPROVAL_MIN_SECONDS.",
+        id=APPROVAL_TOO_SHORT,
+    )]
+
+
+def _what_needs_approval() -> list[str]:
+    needing = [f"the tools in AGENT_REQUIRE_APPROVAL ({', '.join(settings.AGENT_REQUIRE_APPROVAL)})"] \
+        if settings.AGENT_REQUIRE_APPROVAL else []
+    return needing + (["jobs marked sensitive"] if _sensitive_jobs_exist() else [])
+
+
+def _sensitive_jobs_exist() -> bool:
+    from tickets.models import Job
+
+    try:
+        return Job.objects.filter(sensitive=True).exists()
+    except DatabaseError:  # no database yet (a first migrate): settings alone decide
+        return False
+
+
+def _default_deadline() -> float:
+    from .models import BudgetDefaults
+
+    try:
+        edited = BudgetDefaults.current_overrides()
+    except DatabaseError:  # as above: the settings' defaults
+        edited = {}
+    try:
+        return Budget.from_mapping({**settings.AGENT_BUDGET_DEFAULTS, **edited}).deadline_seconds
+    except ValueError:
+        return Budget().deadline_seconds
