@@ -232,6 +232,9 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
     search_fields = ("run__ticket__ref",)
     list_per_page = 50
 
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(run__purpose=Run.Purpose.INVESTIGATION)
+
     def get_ordering(self, request):
         pending_first = Case(When(review_state=ReviewPacket.ReviewState.PENDING, then=Value(0)), default=Value(1),
                              output_field=IntegerField())

@@ -37,7 +37,7 @@ def packet_write(*, run: Run, stop: Stop, draft: Draft | None, now: datetime,
         created_at=now,
     )
     row_insert_later(packet)
-    if webhook_enabled():
+    if webhook_enabled() and run.purpose == Run.Purpose.INVESTIGATION:
         packet_event_record(run=run, packet=packet, now=now)
     return packet
 

@@ -43,7 +43,7 @@ class TicketAdmin(StaffSiteAdmin):
         latest = Run.objects.filter(ticket=OuterRef("pk")).order_by("-created_at", "-id")
         packet = (ReviewPacket.objects.filter(run__ticket=OuterRef("pk"))
                   .order_by("-run__created_at", "-run_id").values("review_state")[:1])
-        return super().get_queryset(request).annotate(
+        return super().get_queryset(request).filter(evaluation_copy=False).annotate(
             latest_status=Subquery(latest.values("status")[:1]), latest_packet_state=Subquery(packet)
         )
 
