@@ -110,7 +110,11 @@ def evaluation_create(*, candidate_model: str, reviewed: str = Evaluation.Review
 
 def unfinished_like(**arguments: Any) -> Evaluation | None:
     """The last unfinished evaluation started with the same arguments."""
-    return Evaluation.objects.filter(finished_at__isnull=True, **arguments).order_by("-started_at", "-id").first()
+    script = arguments.pop("model_script", None)
+    same = Evaluation.objects.filter(finished_at__isnull=True, **arguments)
+    # A JSON field compared with None matches a JSON null; no script is stored as SQL NULL.
+    same = same.filter(model_script__isnull=True) if script is None else same.filter(model_script=script)
+    return same.order_by("-started_at", "-id").first()
 
 
 def evaluation_run(evaluation: Evaluation, *, progress: Callable[[int, int], None] | None = None) -> Evaluation:
