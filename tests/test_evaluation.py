@@ -12,6 +12,7 @@ from agentrun.loop import run_advance
 from agentrun.models import Evaluation, EvaluationCase, ReviewPacket, Run
 from agentrun.reviews import packet_review
 from agentrun.services import run_start
+from tests.staffkit import roles, staff_client, staff_user, supervisor_client, supervisor_user  # noqa: F401
 from tickets.models import Job, Ticket
 
 pytestmark = pytest.mark.usefixtures("settle")
@@ -117,3 +118,22 @@ def test_an_interrupted_evaluation_resumes_without_running_a_finished_case_again
     # --resume of a finished evaluation runs nothing.
     assert evaluate("--resume", str(evaluation.pk))["figures"] == report["figures"]
     assert Run.objects.filter(purpose=Run.Purpose.EVALUATION).count() == 20
+
+
+def test_supervisors_see_the_list_the_comparison_and_the_csv(reviewed, supervisor_client, staff_client):
+    report = evaluate("--model", "rules", "--limit", "3")
+    evaluation = Evaluation.objects.get(pk=report["evaluation"])
+    listing = supervisor_client.get("/admin/agentrun/evaluation/")
+    assert listing.status_code == 200 and b"rules" in listing.content
+    page = supervisor_client.get(f"/admin/agentrun/evaluation/{evaluation.pk}/change/")
+    assert page.status_code == 200
+    for case in evaluation.cases.all():
+        assert f'/admin/agentrun/run/{case.original_run_id}/change/'.encode() in page.content
+        assert f'/admin/agentrun/run/{case.candidate_run_id}/change/'.encode() in page.content
+    csv = supervisor_client.get(f"/admin/agentrun/evaluation/{evaluation.pk}/csv/")
+    lines = csv.content.decode().strip().splitlines()
+    assert csv["Content-Type"] == "text/csv" and len(lines) == 4 and lines[0].startswith("original run,")
+    assert staff_client.get(f"/admin/agentrun/evaluation/{evaluation.pk}/change/").status_code == 403
+    # The candidate runs' packets are not in the review queue.
+    queue = supervisor_client.get("/admin/agentrun/reviewpacket/")
+    assert queue.context["cl"].result_count == 20
