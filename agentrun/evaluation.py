@@ -6,11 +6,11 @@ original run's budget. Its run is marked `Run.Purpose.EVALUATION`: it never ente
 the review queue, the outcomes dashboard or the webhook. By default its tools
 answer from what the original run recorded (`RecordedDispatcher`); with
 `live_tools` they read the live backends. The loop reaches this module through
-its one hook (agentrun.loop.run_io), imported there so a real run never loads it.
+its one hook (agentrun.loop.run_io), which imports agentrun.evaluation_io there so a
+real run never loads it.
 """
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -20,63 +20,20 @@ from django.db import transaction
 from django.utils import timezone
 
 from tickets.models import Evidence, Ticket
-from tickets.selectors import SessionScope
 
-from .adapters import ModelAdapter, adapter_for_run
 from .budgets import Budget
-from .dispatch import Dispatcher
-from .lookups import UNBOUNDED, Lookup
-from .models import Approval, Evaluation, EvaluationCase, ReviewPacket, Run, ToolAttempt
+from .loop import run_advance
+from .models import Approval, Evaluation, EvaluationCase, ReviewPacket, Run
 from .schemas import call_key
 from .services import approval_answer, run_start
 from .statuses import Status
-from .tools import ToolError, ToolResult
 
-NOT_RECORDED = "not recorded in the original run"
 MAX_APPROVAL_ROUNDS = 20
 REVIEW_STATES = {
     Evaluation.Reviewed.ACCEPTED: [ReviewPacket.ReviewState.ACCEPTED],
     Evaluation.Reviewed.REJECTED: [ReviewPacket.ReviewState.REJECTED],
     Evaluation.Reviewed.ALL: [ReviewPacket.ReviewState.ACCEPTED, ReviewPacket.ReviewState.REJECTED],
 }
-
-
-class RecordedDispatcher(Dispatcher):
-    """Answers a call from the original run's recorded result for the same tool and arguments;
-    any other call fails, and the model is shown that it was not recorded."""
-
-    def __init__(self, recorded: dict[str, ToolResult]):
-        super().__init__()
-        self.recorded = recorded
-
-    def dispatch(self, tool: str, scope: SessionScope, args: dict[str, Any], index: int,
-                 lookup: Lookup = UNBOUNDED) -> ToolResult:
-        found = self.recorded.get(call_key(tool, args))
-        if found is None:
-            raise ToolError(NOT_RECORDED, transient=False)
-        return found
-
-
-def recorded_results(run_id: int) -> dict[str, ToolResult]:
-    """The results the run's successful dispatches produced, by call key."""
-    attempts = ToolAttempt.objects.filter(run_id=run_id, outcome=ToolAttempt.Outcome.OK, evidence__isnull=False)
-    return {a.call_key: _as_result(a.evidence) for a in attempts.select_related("evidence")}
-
-
-def _as_result(evidence: Evidence) -> ToolResult:
-    try:
-        content = json.loads(evidence.content)
-    except ValueError:  # a truncated result: its recorded text, as the original run was shown it
-        content = {"recorded_excerpt": evidence.content}
-    return ToolResult(content if isinstance(content, dict) else {"value": content}, evidence.source_ref)
-
-
-def evaluation_io(run: Run) -> tuple[ModelAdapter, Dispatcher]:
-    """The candidate's adapter, and the recorded or the live tools, for an evaluation run."""
-    case = EvaluationCase.objects.select_related("evaluation").get(candidate_run=run)
-    if case.evaluation.live_tools:
-        return adapter_for_run(run), Dispatcher()
-    return adapter_for_run(run), RecordedDispatcher(recorded_results(case.original_run_id))
 
 
 # --- creating, running and resuming ---------------------------------------------------
@@ -119,8 +76,6 @@ def unfinished_like(**arguments: Any) -> Evaluation | None:
 
 def evaluation_run(evaluation: Evaluation, *, progress: Callable[[int, int], None] | None = None) -> Evaluation:
     """Run every case not yet done, inline; a finished case is never run again. Then the figures."""
-    from .loop import run_advance  # the loop imports this module through its hook
-
     cases = list(evaluation.cases.select_related("original_run__packet", "candidate_run"))
     done = sum(c.state == EvaluationCase.State.DONE for c in cases)
     for case in cases:
@@ -128,7 +83,7 @@ def evaluation_run(evaluation: Evaluation, *, progress: Callable[[int, int], Non
             continue
         if case.candidate_run is None or case.candidate_run.status == Status.QUEUED:
             case.candidate_run = case.candidate_run or case_start(case)
-        run = _drive(case, run_advance)
+        run = _drive(case)
         case_finish(case, run)
         done += 1
         if progress:
@@ -159,7 +114,7 @@ def _script(evaluation: Evaluation) -> dict[str, Any] | None:
     return {"model": evaluation.model_script} if evaluation.model_script is not None else None
 
 
-def _drive(case: EvaluationCase, run_advance) -> Run:
+def _drive(case: EvaluationCase) -> Run:
     """Drive the run to its end; a call waiting for approval gets the original run's answer."""
     run = run_advance(case.candidate_run.pk)
     for _ in range(MAX_APPROVAL_ROUNDS):

@@ -96,12 +96,12 @@ def run_io(run: Run) -> tuple[ModelAdapter, Dispatcher]:
     """The model adapter and the dispatcher a run uses.
 
     An evaluation run gets the candidate's adapter and the original run's recorded
-    tools (agentrun.evaluation). A run whose record carries a scenario's script (only the scenario runner
+    tools (agentrun.evaluation_io). A run whose record carries a scenario's script (only the scenario runner
     writes one) gets the scenario's wrappers (faults, probe): the one place
     production code reaches scenario code, imported here so a real run never loads it.
     """
     if run.purpose == Run.Purpose.EVALUATION:  # a candidate model's run over a reviewed packet's ticket
-        from .evaluation import evaluation_io
+        from .evaluation_io import evaluation_io
 
         return evaluation_io(run)
     if run.model_script is None:

@@ -7,7 +7,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 
-from agentrun.evaluation import NOT_RECORDED, evaluation_create, evaluation_run
+from agentrun.evaluation import evaluation_create, evaluation_run
+from agentrun.evaluation_io import NOT_RECORDED
 from agentrun.loop import run_advance
 from agentrun.models import Evaluation, EvaluationCase, ReviewPacket, Run
 from agentrun.reviews import packet_review
