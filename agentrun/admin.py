@@ -18,6 +18,7 @@ from django.utils.html import format_html
 from django.utils.timesince import timesince
 
 from supportagent.adminkit import StaffSiteAdmin, admin_site_harden
+from supportagent.csvexport import csv_response
 
 from .approvals import approval_shown
 from .auth import token_create
@@ -29,6 +30,8 @@ from .models import (
     ApiToken,
     Approval,
     BudgetDefaults,
+    Evaluation,
+    EvaluationCase,
     EvidenceCheck,
     PacketReview,
     ReviewPacket,
@@ -256,6 +259,9 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
     list_select_related = ("run__ticket__account",)
     search_fields = ("run__ticket__ref", "run__subject")
     list_per_page = 50
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(run__purpose=Run.Purpose.INVESTIGATION)
 
     def get_ordering(self, request):
         pending_first = Case(When(review_state=ReviewPacket.ReviewState.PENDING, then=Value(0)), default=Value(1),
@@ -597,7 +603,84 @@ class StaffPreferenceAdmin(StaffSiteAdmin):
         return HttpResponseRedirect(reverse("admin:agentrun_staffpreference_change", args=[obj.pk]))
 
 
-# The last app with admins: Django's own (users, groups) and django-axes' answer like ours.
-admin_site_harden(admin.site)
+
+
+# --- evaluations of candidate models ------------------------------------------------
+
+CASE_COLUMNS = (
+    "original run", "candidate run", "ticket", "original review", "status", "detail", "drafted", "overlap",
+    "model requests", "tokens", "cost micros", "original cost micros", "wall seconds", "agreed", "regression",
+)
+
+
+def case_row(case: EvaluationCase) -> list[object]:
+    return [
+        case.original_run_id, case.candidate_run_id, case.original_run.ticket.ref, case.original_review,
+        case.status, case.detail, case.drafted, case.overlap, case.model_requests, case.tokens, case.cost_micros,
+        case.original_cost_micros, case.wall_seconds, case.agreed, case.regression,
+    ]
+
+
+@admin.register(Evaluation)
+class EvaluationAdmin(ReadOnlyAdmin):
+    """Candidate models tested against reviewed packets (manage.py evaluate), for supervisors."""
+
+    list_display = ("id", "candidate_model", "reviewed", "live_tools", "cases", "agreement", "regressions",
+                    "started_at", "finished_at")
+    list_filter = ("candidate_model", "live_tools")
+
+    @admin.display(description="cases")
+    def cases(self, evaluation):
+        return evaluation.figures.get("cases", 0)
+
+    @admin.display(description="agreement")
+    def agreement(self, evaluation):
+        share = evaluation.figures.get("agreement")
+        return "—" if share is None else f"{share:.0%}"
+
+    @admin.display(description="regressions")
+    def regressions(self, evaluation):
+        return len(evaluation.figures.get("regressions", []))
+
+    def get_urls(self):
+        view = self.admin_site.admin_view
+        return [path("<int:evaluation_id>/csv/", view(self.csv_view), name="agentrun_evaluation_csv"),
+                *super().get_urls()]
+
+    def _cases(self, request, evaluation_id: int):
+        require(request.user, "agentrun.view_evaluation")
+        evaluation = Evaluation.objects.filter(pk=evaluation_id).first()
+        if evaluation is None:
+            raise Refused("not_found", f"There is no evaluation {evaluation_id}.", 404)
+        return evaluation, list(evaluation.cases.select_related("original_run__ticket"))
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        try:
+            evaluation, cases = self._cases(request, object_pk(object_id))
+        except Refused as exc:
+            return refusal(request, exc)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Evaluation {evaluation.pk}: {evaluation.candidate_model} against reviewed packets",
+            "evaluation": evaluation,
+            "figures": evaluation.figures,
+            "rows": [(case, run_url(case.original_run_id),
+                      run_url(case.candidate_run_id) if case.candidate_run_id else None) for case in cases],
+            "csv_url": reverse("admin:agentrun_evaluation_csv", args=[evaluation.pk]),
+        }
+        return TemplateResponse(request, "admin/agentrun/evaluation/compare.html", context)
+
+    def csv_view(self, request, evaluation_id):
+        try:
+            evaluation, cases = self._cases(request, evaluation_id)
+        except Refused as exc:
+            return refusal(request, exc)
+        return csv_response([CASE_COLUMNS, *(case_row(c) for c in cases)], filename=f"evaluation-{evaluation.pk}.csv")
+
+
 admin.site.site_header = admin.site.site_title = "supportagent"
 admin.site.index_title = "Work"
+
+# The last app with admins: Django's own (users, groups) and django-axes' answer like ours.
+admin_site_harden(admin.site)

@@ -118,7 +118,8 @@ PER_RUN_COLUMNS = ("run", "ticket", "status", "detail", "model_requests", "tool_
 def outcomes(*, period: Period) -> Outcomes:
     """Everything the dashboard shows for runs created in `period`."""
     out = Outcomes(period)
-    runs = Run.objects.filter(created_at__gte=period.since, created_at__lt=period.until)
+    runs = Run.objects.filter(created_at__gte=period.since, created_at__lt=period.until,
+                              purpose=Run.Purpose.INVESTIGATION)
     out.per_run = list(runs.order_by("created_at", "id").values_list(
         "pk", "ticket__ref", "status", "detail", "model_requests", "tool_attempts", "tokens_used",
         "cost_used_micros", "created_at"))

@@ -95,10 +95,15 @@ def _drive(run_id: int, owner: str, adapter: ModelAdapter | None, dispatcher: Di
 def run_io(run: Run) -> tuple[ModelAdapter, Dispatcher]:
     """The model adapter and the dispatcher a run uses.
 
-    A run whose record carries a scenario's script (only the scenario runner
+    An evaluation run gets the candidate's adapter and the original run's recorded
+    tools (agentrun.evaluation_io). A run whose record carries a scenario's script (only the scenario runner
     writes one) gets the scenario's wrappers (faults, probe): the one place
     production code reaches scenario code, imported here so a real run never loads it.
     """
+    if run.purpose == Run.Purpose.EVALUATION:  # a candidate model's run over a reviewed packet's ticket
+        from .evaluation_io import evaluation_io
+
+        return evaluation_io(run)
     if run.model_script is None:
         return adapter_for_run(run), Dispatcher()
     from .scenarios.harness import scenario_io

@@ -15,6 +15,10 @@ from .statuses import ACTIVE, Detail, Status
 
 
 class Run(models.Model):
+    class Purpose(models.TextChoices):
+        INVESTIGATION = "investigation"
+        EVALUATION = "evaluation", "evaluation of a candidate model"
+
     ticket = models.ForeignKey("tickets.Ticket", on_delete=models.PROTECT, related_name="runs")
     session = models.ForeignKey("tickets.CustomerSession", on_delete=models.PROTECT, related_name="runs")
     # The ticket's text as the run was shown it: a ticket updated later (intake) leaves the run's context
@@ -32,6 +36,11 @@ class Run(models.Model):
     )
     require_approval = models.JSONField(default=list, blank=True, help_text="Tools whose calls need approval.")
     budget = models.JSONField(help_text="The budget this run was started with; never changed.")
+    purpose = models.CharField(
+        max_length=16, choices=Purpose.choices, default=Purpose.INVESTIGATION,
+        help_text="An evaluation run replays a reviewed packet's ticket for a candidate model; it never enters "
+        "the review queue, the outcomes dashboard or the webhook.",
+    )
 
     model_requests = models.PositiveIntegerField(default=0)
     tool_attempts = models.PositiveIntegerField(default=0)
@@ -485,3 +494,71 @@ class EvidenceCheck(AppendOnly):
 
     def __str__(self) -> str:
         return f"{self.result} check of evidence {self.evidence_id} on packet {self.packet_id}"
+
+
+# --- candidate models tested against reviewed packets ---------------------------------
+
+
+class Evaluation(models.Model):
+    """A candidate model run over the tickets of reviewed packets (agentrun.evaluation)."""
+
+    class Reviewed(models.TextChoices):
+        ACCEPTED = "accepted"
+        REJECTED = "rejected"
+        ALL = "all"
+
+    candidate_model = models.CharField(max_length=120)
+    model_script = models.JSONField(null=True, blank=True, help_text="The replies of a replay candidate.")
+    reviewed = models.CharField(max_length=16, choices=Reviewed.choices, default=Reviewed.ACCEPTED)
+    since = models.DateTimeField(null=True, blank=True, help_text="Only packets written since then.")
+    limit = models.PositiveIntegerField(null=True, blank=True)
+    live_tools = models.BooleanField(default=False, help_text="Tools read the live backends, not the recorded results.")
+    created_by = models.CharField(max_length=150, blank=True, default="")
+    started_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    figures = models.JSONField(default=dict, blank=True, help_text="Agreement, rates, costs and regressions.")
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"evaluation {self.pk} of {self.candidate_model}"
+
+
+class EvaluationCase(models.Model):
+    """One reviewed packet's ticket, run again by the candidate."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        DONE = "done"
+
+    evaluation = models.ForeignKey(Evaluation, on_delete=models.CASCADE, related_name="cases")
+    original_run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="evaluated_in")
+    candidate_run = models.OneToOneField(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="evaluation_case"
+    )
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    original_review = models.CharField(max_length=16, blank=True, default="")
+    status = models.CharField(max_length=24, choices=Status.choices, blank=True, default="")
+    detail = models.CharField(max_length=24, blank=True, default="")
+    drafted = models.BooleanField(default=False)
+    original_drafted = models.BooleanField(default=False)
+    cited_sources = models.JSONField(default=list, blank=True, help_text="Tool and arguments of each cited item.")
+    accepted_sources = models.JSONField(default=list, blank=True, help_text="The original packet's cited sources.")
+    overlap = models.FloatField(null=True, blank=True, help_text="Share of the original's sources cited again.")
+    model_requests = models.PositiveIntegerField(default=0)
+    tokens = models.PositiveBigIntegerField(default=0)
+    cost_micros = models.PositiveBigIntegerField(default=0)
+    original_cost_micros = models.PositiveBigIntegerField(default=0)
+    wall_seconds = models.FloatField(null=True, blank=True)
+    agreed = models.BooleanField(default=False, help_text="Drafted as the original did, citing all its sources.")
+    regression = models.BooleanField(default=False, help_text="Accepted before; now no draft or fewer sources.")
+
+    class Meta:
+        ordering = ["evaluation", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["evaluation", "original_run"], name="evaluation_case_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"case of run {self.original_run_id} in evaluation {self.evaluation_id}"

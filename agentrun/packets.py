@@ -37,9 +37,10 @@ def packet_write(*, run: Run, stop: Stop, draft: Draft | None, now: datetime,
         created_at=now,
     )
     row_insert_later(packet)
-    packets_supersede_later(run=run, now=now)
-    if webhook_enabled():
-        packet_event_record(run=run, packet=packet, now=now)
+    if run.purpose == Run.Purpose.INVESTIGATION:  # an evaluation's packet is on its own ticket copy, out of the queue
+        packets_supersede_later(run=run, now=now)
+        if webhook_enabled():
+            packet_event_record(run=run, packet=packet, now=now)
     return packet
 
 

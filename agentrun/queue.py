@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from django.db.models import Q, QuerySet
 
-from .models import ReviewPacket
+from .models import ReviewPacket, Run
 
 
 def packets_pending() -> QuerySet[ReviewPacket]:
-    return ReviewPacket.objects.filter(review_state=ReviewPacket.ReviewState.PENDING).order_by("created_at", "id")
+    return ReviewPacket.objects.filter(review_state=ReviewPacket.ReviewState.PENDING,
+                                       run__purpose=Run.Purpose.INVESTIGATION).order_by("created_at", "id")
 
 
 def _after(packet: ReviewPacket) -> Q:

@@ -46,6 +46,7 @@ def run_start(
     model_script: dict[str, Any] | None = None,
     require_approval: list[str] | tuple[str, ...] = (),
     resume_from: dict[str, int] | None = None,
+    purpose: str = Run.Purpose.INVESTIGATION,
 ) -> Run:
     """Create a run for `ticket`, acting for `session` (default: the ticket's own).
 
@@ -72,6 +73,7 @@ def run_start(
         model_script=model_script,
         require_approval=sorted(set(require_approval) | set(settings.AGENT_REQUIRE_APPROVAL)),
         budget=budget.as_dict(),
+        purpose=purpose,
         model_requests=counters.get("model_requests", 0),
         tool_attempts=counters.get("tool_attempts", 0),
         tokens_used=counters.get("tokens_used", 0),

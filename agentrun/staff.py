@@ -50,6 +50,7 @@ _WHAT = {
     "tickets.add_document": ("add documents", INTEGRATIONS),
     "tickets.change_document": ("publish documents", INTEGRATIONS),
     "agentrun.change_budget_defaults": ("change budget defaults", SUPERVISORS),
+    "agentrun.view_evaluation": ("see evaluations of candidate models", SUPERVISORS),
 }
 
 

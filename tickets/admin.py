@@ -88,7 +88,7 @@ class TicketAdmin(StaffSiteAdmin):
         latest = Run.objects.filter(ticket=OuterRef("pk")).order_by("-created_at", "-id")
         packet = ReviewPacket.objects.filter(run__ticket=OuterRef("pk")).order_by("-run__created_at", "-run_id")
         pending = ReviewPacket.objects.filter(run__ticket=OuterRef("pk"), review_state=ReviewPacket.ReviewState.PENDING)
-        return super().get_queryset(request).annotate(
+        return super().get_queryset(request).filter(evaluation_copy=False).annotate(
             latest_status=Subquery(latest.values("status")[:1]), latest_run_id=Subquery(latest.values("pk")[:1]),
             latest_packet_state=Subquery(packet.values("review_state")[:1]),
             latest_packet_id=Subquery(packet.values("pk")[:1]), has_pending=Exists(pending),

@@ -56,6 +56,9 @@ class Ticket(models.Model):
     subject = models.CharField(max_length=300)
     body = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
+    evaluation_copy = models.BooleanField(
+        default=False, help_text="A copy a candidate model's evaluation ran on; hidden from staff lists."
+    )
     evidence_count = models.PositiveIntegerField(
         default=0, help_text="Highest evidence number given on this ticket; bumped under the ticket's row lock."
     )

@@ -1,0 +1,194 @@
+"""Testing a candidate model against reviewed packets.
+
+Each case runs the candidate over a copy of a reviewed packet's ticket (so its
+evidence takes no E-numbers on the real ticket) through the same loop, with the
+original run's budget. Its run is marked `Run.Purpose.EVALUATION`: it never enters
+the review queue, the outcomes dashboard or the webhook. By default its tools
+answer from what the original run recorded (`RecordedDispatcher`); with
+`live_tools` they read the live backends. The loop reaches this module through
+its one hook (agentrun.loop.run_io), which imports agentrun.evaluation_io there so a
+real run never loads it.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from tickets.models import Evidence, Ticket
+
+from .budgets import Budget
+from .loop import run_advance
+from .models import Approval, Evaluation, EvaluationCase, ReviewPacket, Run
+from .schemas import call_key
+from .services import approval_answer, run_start
+from .statuses import Status
+
+MAX_APPROVAL_ROUNDS = 20
+REVIEW_STATES = {
+    Evaluation.Reviewed.ACCEPTED: [ReviewPacket.ReviewState.ACCEPTED],
+    Evaluation.Reviewed.REJECTED: [ReviewPacket.ReviewState.REJECTED],
+    Evaluation.Reviewed.ALL: [ReviewPacket.ReviewState.ACCEPTED, ReviewPacket.ReviewState.REJECTED],
+}
+
+
+# --- creating, running and resuming ---------------------------------------------------
+
+
+def reviewed_runs(*, reviewed: str, since: datetime | None, limit: int | None) -> list[Run]:
+    packets = ReviewPacket.objects.filter(
+        review_state__in=REVIEW_STATES[reviewed], run__purpose=Run.Purpose.INVESTIGATION
+    ).order_by("created_at", "id")
+    if since is not None:
+        packets = packets.filter(created_at__gte=since)
+    runs = Run.objects.filter(pk__in=packets.values("run_id")).select_related("packet").order_by("packet__created_at", "pk")
+    return list(runs[:limit] if limit else runs)
+
+
+def evaluation_create(*, candidate_model: str, reviewed: str = Evaluation.Reviewed.ACCEPTED,
+                      since: datetime | None = None, limit: int | None = None, live_tools: bool = False,
+                      model_script: list[Any] | None = None, created_by: str = "") -> Evaluation:
+    """An evaluation and one pending case per reviewed packet it covers."""
+    with transaction.atomic():
+        evaluation = Evaluation.objects.create(
+            candidate_model=candidate_model, reviewed=reviewed, since=since, limit=limit, live_tools=live_tools,
+            model_script=model_script, created_by=created_by,
+        )
+        EvaluationCase.objects.bulk_create(
+            EvaluationCase(evaluation=evaluation, original_run=run, original_review=run.packet.review_state)
+            for run in reviewed_runs(reviewed=reviewed, since=since, limit=limit)
+        )
+    return evaluation
+
+
+def unfinished_like(**arguments: Any) -> Evaluation | None:
+    """The last unfinished evaluation started with the same arguments."""
+    script = arguments.pop("model_script", None)
+    same = Evaluation.objects.filter(finished_at__isnull=True, **arguments)
+    # A JSON field compared with None matches a JSON null; no script is stored as SQL NULL.
+    same = same.filter(model_script__isnull=True) if script is None else same.filter(model_script=script)
+    return same.order_by("-started_at", "-id").first()
+
+
+def evaluation_run(evaluation: Evaluation, *, progress: Callable[[int, int], None] | None = None) -> Evaluation:
+    """Run every case not yet done, inline; a finished case is never run again. Then the figures."""
+    cases = list(evaluation.cases.select_related("original_run__packet", "candidate_run"))
+    done = sum(c.state == EvaluationCase.State.DONE for c in cases)
+    for case in cases:
+        if case.state == EvaluationCase.State.DONE:
+            continue
+        if case.candidate_run is None or case.candidate_run.status == Status.QUEUED:
+            case.candidate_run = case.candidate_run or case_start(case)
+        run = _drive(case)
+        case_finish(case, run)
+        done += 1
+        if progress:
+            progress(done, len(cases))
+    return evaluation_finish(evaluation)
+
+
+def case_start(case: EvaluationCase) -> Run:
+    """The candidate's run on a fresh copy of the original ticket, with the original run's budget."""
+    original, evaluation = case.original_run, case.evaluation
+    with transaction.atomic():
+        ticket = Ticket.objects.create(
+            ref=f"{original.ticket.ref[:18]}~eval~{uuid.uuid4().hex[:8]}", account_id=original.ticket.account_id,
+            session_id=original.ticket.session_id, subject=original.subject, body=original.body,
+            evaluation_copy=True,
+        )
+        run = run_start(
+            ticket=ticket, session=original.session, model_name=evaluation.candidate_model,
+            budget=Budget.from_mapping(original.budget), model_script=_script(evaluation),
+            purpose=Run.Purpose.EVALUATION,
+        )
+        case.candidate_run = run
+        case.save(update_fields=["candidate_run"])
+    return run
+
+
+def _script(evaluation: Evaluation) -> dict[str, Any] | None:
+    return {"model": evaluation.model_script} if evaluation.model_script is not None else None
+
+
+def _drive(case: EvaluationCase) -> Run:
+    """Drive the run to its end; a call waiting for approval gets the original run's answer."""
+    run = run_advance(case.candidate_run.pk)
+    for _ in range(MAX_APPROVAL_ROUNDS):
+        if run.status != Status.WAITING_APPROVAL:
+            break
+        pending = run.approvals.get(state=Approval.State.PENDING)
+        granted = case.original_run.approvals.filter(
+            call_key=pending.call_key, state__in=[Approval.State.GRANTED, Approval.State.USED]
+        ).exists()
+        approval_answer(run_id=run.pk, grant=granted, decided_by="evaluation", resume=False)
+        run = run_advance(run.pk)
+    return run
+
+
+def cited_sources(run: Run) -> list[str]:
+    """Tool and arguments of each evidence item the run's packet cites: comparable across tickets."""
+    packet = ReviewPacket.objects.filter(run=run).first()
+    if packet is None:
+        return []
+    numbers = [int(ref[1:]) for ref in packet.evidence_refs if str(ref)[1:].isdigit()]
+    items = Evidence.objects.filter(ticket_id=run.ticket_id, number__in=numbers)
+    return sorted({call_key(e.tool, e.args) for e in items})
+
+
+def case_figures(*, original: Run, candidate: Run) -> dict[str, Any]:
+    """What the case's table row shows: a pure comparison of the two runs' records."""
+    accepted, cited = cited_sources(original), cited_sources(candidate)
+    drafted = ReviewPacket.objects.filter(run=candidate, summary__isnull=False).exists()
+    original_drafted = original.packet.summary is not None
+    overlap = len(set(accepted) & set(cited)) / len(accepted) if accepted else 1.0
+    was_accepted = original.packet.review_state == ReviewPacket.ReviewState.ACCEPTED
+    ended = candidate.ended_at or timezone.now()
+    return {
+        "status": candidate.status, "detail": candidate.detail, "drafted": drafted,
+        "original_drafted": original_drafted, "cited_sources": cited, "accepted_sources": accepted,
+        "overlap": round(overlap, 4), "model_requests": candidate.model_requests, "tokens": candidate.tokens_used,
+        "cost_micros": candidate.cost_used_micros, "original_cost_micros": original.cost_used_micros,
+        "wall_seconds": round((ended - candidate.created_at).total_seconds(), 3),
+        "agreed": drafted == original_drafted and overlap == 1.0,
+        "regression": was_accepted and (not drafted or overlap < 1.0),
+    }
+
+
+def case_finish(case: EvaluationCase, run: Run) -> None:
+    for name, value in case_figures(original=case.original_run, candidate=run).items():
+        setattr(case, name, value)
+    case.state = EvaluationCase.State.DONE
+    case.save()
+
+
+def evaluation_figures(cases: Iterable[EvaluationCase]) -> dict[str, Any]:
+    """Agreement with accepted packets, draft and handoff rates, cost per case against the originals."""
+    cases = [c for c in cases if c.state == EvaluationCase.State.DONE]
+    accepted = [c for c in cases if c.original_review == ReviewPacket.ReviewState.ACCEPTED]
+    n = len(cases)
+
+    def share(count: int, of: int) -> float | None:
+        return round(count / of, 4) if of else None
+
+    return {
+        "cases": n,
+        "accepted_cases": len(accepted),
+        "agreement": share(sum(c.agreed for c in accepted), len(accepted)),
+        "draft_rate": share(sum(c.drafted for c in cases), n),
+        "handoff_rate": share(sum(c.status == Status.NEEDS_HELP for c in cases), n),
+        "cost_micros_per_case": share(sum(c.cost_micros for c in cases), n),
+        "original_cost_micros_per_case": share(sum(c.original_cost_micros for c in cases), n),
+        "regressions": [c.original_run_id for c in cases if c.regression],
+    }
+
+
+def evaluation_finish(evaluation: Evaluation) -> Evaluation:
+    evaluation.figures = evaluation_figures(evaluation.cases.all())
+    if not evaluation.cases.exclude(state=EvaluationCase.State.DONE).exists():
+        evaluation.finished_at = timezone.now()
+    evaluation.save(update_fields=["figures", "finished_at"])
+    return evaluation

@@ -1,0 +1,140 @@
+"""evaluate: a candidate model run over the tickets of reviewed packets, compared with them."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+
+from agentrun.evaluation import evaluation_create, evaluation_run
+from agentrun.evaluation_io import NOT_RECORDED
+from agentrun.loop import run_advance
+from agentrun.models import Evaluation, EvaluationCase, ReviewPacket, Run
+from agentrun.reviews import packet_review
+from agentrun.services import run_start
+from tests.staffkit import roles, staff_client, staff_user, supervisor_client, supervisor_user  # noqa: F401
+from tickets.models import Job, Ticket
+
+pytestmark = pytest.mark.usefixtures("settle")
+
+TICKETS = ("T-1001", "T-1002", "T-1004", "T-1007")
+DOCS = {"call": {"tool": "search_docs", "args": {"query": "EXPORT_ROLE_REQUIRED"}}}
+DOCS_ONLY = [DOCS, {"draft": {"summary": "The export failed for a role (E1).", "evidence": ["E1"],
+                              "open_questions": []}}]
+
+
+@pytest.fixture
+def reviewed(dana_session):
+    """20 packets of rules runs on Dana's tickets, reviewed: drafts accepted, the others rejected."""
+    lead = User.objects.create_user("lead")
+    runs = []
+    for n in range(20):
+        ticket = Ticket.objects.get(ref=TICKETS[n % len(TICKETS)])
+        run = run_advance(run_start(ticket=ticket, model_name="rules").pk)
+        packet = ReviewPacket.objects.get(run=run)
+        accept = packet.summary is not None
+        packet_review(packet_id=packet.pk, reviewer=lead, decision="accepted" if accept else "rejected",
+                      note="" if accept else "no draft")
+        runs.append(run)
+    return runs
+
+
+def evaluate(*args: str) -> dict:
+    out = __import__("io").StringIO()
+    call_command("evaluate", *args, "--json", stdout=out)
+    return json.loads(out.getvalue())
+
+
+def cases_of(report: dict, ref: str) -> list[dict]:
+    ids = set(Run.objects.filter(ticket__ref=ref, purpose=Run.Purpose.INVESTIGATION).values_list("pk", flat=True))
+    return [c for c in report["cases"] if c["original_run_id"] in ids]
+
+
+def test_the_rules_model_agrees_with_every_reviewed_packet_on_recorded_tools(reviewed):
+    evidence_before = dict(Ticket.objects.filter(evaluation_copy=False).values_list("ref", "evidence_count"))
+    report = evaluate("--model", "rules", "--reviewed", "all")
+    figures = report["figures"]
+    assert report["finished"] and figures["cases"] == 20
+    assert figures["accepted_cases"] >= 10
+    assert figures["agreement"] == 1.0 and figures["regressions"] == []
+    assert all(c["agreed"] and c["overlap"] == 1.0 for c in report["cases"])
+    t1001 = cases_of(report, "T-1001")
+    assert len(t1001) == 5 and all(c["drafted"] and len(c["accepted_sources"]) >= 2 for c in t1001)
+    # Evaluation runs stay out of the queue and of the real tickets' evidence numbering.
+    candidates = Run.objects.filter(purpose=Run.Purpose.EVALUATION)
+    assert candidates.count() == 20 and not candidates.filter(ticket__evaluation_copy=False).exists()
+    assert dict(Ticket.objects.filter(evaluation_copy=False).values_list("ref", "evidence_count")) == evidence_before
+    assert ReviewPacket.objects.filter(run__purpose=Run.Purpose.INVESTIGATION).count() == 20
+
+
+def test_a_candidate_that_skips_the_job_lookup_shows_regressions(reviewed, tmp_path):
+    script = tmp_path / "docs-only.json"
+    script.write_text(json.dumps(DOCS_ONLY))
+    report = evaluate("--model", "replay", "--script", str(script))
+    t1001 = cases_of(report, "T-1001")
+    assert len(t1001) == 5
+    for case in t1001:
+        assert case["regression"] and case["drafted"] and 0 < case["overlap"] < 1
+        assert not any("read_job_status" in source for source in case["cited_sources"])
+    assert set(report["figures"]["regressions"]) >= {c["original_run_id"] for c in t1001}
+    assert report["figures"]["agreement"] < 1
+    # A call the original run never made is answered as a failure the model is shown.
+    elsewhere = [c for c in report["cases"] if c not in t1001]
+    assert elsewhere
+    other = Run.objects.get(pk=elsewhere[0]["candidate_run_id"])
+    assert any(NOT_RECORDED in o.text for o in other.observations.all())
+
+
+def test_live_tools_after_a_data_change_show_the_difference(reviewed):
+    Job.objects.filter(ref="J-42").update(status="succeeded", error_code="")
+    recorded = evaluate("--model", "rules")
+    assert recorded["figures"]["regressions"] == []
+    live = evaluate("--model", "rules", "--live-tools")
+    t1001 = cases_of(live, "T-1001")
+    assert t1001 and all(c["regression"] and c["overlap"] < 1 for c in t1001)
+    assert live["figures"]["agreement"] < 1
+
+
+def test_an_interrupted_evaluation_resumes_without_running_a_finished_case_again(reviewed):
+    evaluation = evaluation_create(candidate_model="rules", reviewed=Evaluation.Reviewed.ALL)
+
+    def interrupt_after_five(done: int, total: int) -> None:
+        if done == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        evaluation_run(evaluation, progress=interrupt_after_five)
+    finished = dict(evaluation.cases.filter(state=EvaluationCase.State.DONE).values_list("pk", "candidate_run_id"))
+    assert len(finished) == 5
+    evaluation.refresh_from_db()
+    assert evaluation.finished_at is None
+    # The same arguments again resume the unfinished evaluation.
+    report = evaluate("--model", "rules", "--reviewed", "all")
+    assert report["evaluation"] == evaluation.pk and report["finished"]
+    assert Run.objects.filter(purpose=Run.Purpose.EVALUATION).count() == 20
+    again = dict(evaluation.cases.filter(pk__in=finished).values_list("pk", "candidate_run_id"))
+    assert again == finished
+    assert report["figures"]["agreement"] == 1.0
+    # --resume of a finished evaluation runs nothing.
+    assert evaluate("--resume", str(evaluation.pk))["figures"] == report["figures"]
+    assert Run.objects.filter(purpose=Run.Purpose.EVALUATION).count() == 20
+
+
+def test_supervisors_see_the_list_the_comparison_and_the_csv(reviewed, supervisor_client, staff_client):
+    report = evaluate("--model", "rules", "--limit", "3")
+    evaluation = Evaluation.objects.get(pk=report["evaluation"])
+    listing = supervisor_client.get("/admin/agentrun/evaluation/")
+    assert listing.status_code == 200 and b"rules" in listing.content
+    page = supervisor_client.get(f"/admin/agentrun/evaluation/{evaluation.pk}/change/")
+    assert page.status_code == 200
+    for case in evaluation.cases.all():
+        assert f'/admin/agentrun/run/{case.original_run_id}/change/'.encode() in page.content
+        assert f'/admin/agentrun/run/{case.candidate_run_id}/change/'.encode() in page.content
+    csv = supervisor_client.get(f"/admin/agentrun/evaluation/{evaluation.pk}/csv/")
+    lines = csv.content.decode().strip().splitlines()
+    assert csv["Content-Type"] == "text/csv" and len(lines) == 4 and lines[0].startswith("original run,")
+    assert staff_client.get(f"/admin/agentrun/evaluation/{evaluation.pk}/change/").status_code == 403
+    # The candidate runs' packets are not in the review queue.
+    queue = supervisor_client.get("/admin/agentrun/reviewpacket/")
+    assert queue.context["cl"].result_count == 20
