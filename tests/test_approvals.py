@@ -113,6 +113,7 @@ def test_a_denial_keeps_its_reason_on_the_approval_and_the_packet(client, waitin
 def test_the_start_up_check_warns_when_approvals_get_too_little_time(demo, settings):
     settings.AGENT_REQUIRE_APPROVAL, settings.AGENT_APPROVAL_MIN_SECONDS = [], 600
     settings.AGENT_BUDGET_DEFAULTS = {"deadline_seconds": 45}
+    Job.objects.update(sensitive=False)  # the demo's J-58 is sensitive
     assert approval_time_check() == []  # nothing needs approval
     Job.objects.filter(ref="J-42").update(sensitive=True)
     (warning,) = approval_time_check()

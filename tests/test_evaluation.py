@@ -136,5 +136,5 @@ def test_supervisors_see_the_list_the_comparison_and_the_csv(reviewed, superviso
     assert csv["Content-Type"] == "text/csv" and len(lines) == 4 and lines[0].startswith("original run,")
     assert staff_client.get(f"/admin/agentrun/evaluation/{evaluation.pk}/change/").status_code == 403
     # The candidate runs' packets are not in the review queue.
-    queue = supervisor_client.get("/admin/agentrun/reviewpacket/")
+    queue = supervisor_client.get("/admin/agentrun/reviewpacket/?state=all")
     assert queue.context["cl"].result_count == 20
