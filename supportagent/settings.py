@@ -7,6 +7,7 @@ investigations inline. `DATABASE_URL` (PostgreSQL) and `CELERY_BROKER_URL`
 import ipaddress
 import math
 import os
+import zoneinfo
 from datetime import timedelta
 from pathlib import Path
 
@@ -54,6 +55,14 @@ def env_choice(name: str, choices: tuple[str, ...]) -> str:
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = env_str(name)
     return [item.strip() for item in raw.split(",") if item.strip()] if raw else default
+
+
+def env_time_zone(name: str, default: str = "UTC") -> str:
+    """An IANA time zone name (such as Europe/Berlin), checked against the zoneinfo database."""
+    raw = env_str(name) or default
+    if raw not in zoneinfo.available_timezones():  # the names a staff member may choose (StaffPreference)
+        raise ImproperlyConfigured(f"{name} must be a time zone name such as Europe/Berlin, got {raw!r}")
+    return raw
 
 
 def env_seconds(name: str, default: int) -> int:
@@ -206,7 +215,7 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 LANGUAGE_CODE = "en-us"
 FORMAT_MODULE_PATH = ["supportagent.formats"]  # one date-and-time format, labelled with its zone
-TIME_ZONE = "UTC"
+TIME_ZONE = env_time_zone("DJANGO_TIME_ZONE")  # the staff pages' zone for those with no preference
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"

@@ -4,14 +4,15 @@ from __future__ import annotations
 from datetime import datetime, timezone as dt_timezone
 
 import pytest
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.template import Context, Template
 from django.urls import reverse
 from django.utils import timezone
 
-from agentrun.models import StaffPreference, validate_time_zone
+from agentrun.models import StaffPreference, default_time_zone, validate_time_zone
 from agentrun.selectors import staff_time_zone
 from tests.staffkit import *  # noqa: F401,F403
+from supportagent.settings import env_time_zone
 from tests.staffkit import client_for, make_runs
 
 FAILED_AT = datetime(2026, 9, 14, 10, 2, tzinfo=dt_timezone.utc)
@@ -45,6 +46,25 @@ def test_only_real_zone_names_are_accepted(zone):
 def test_without_a_preference_times_are_in_the_time_zone_setting(staff_user, settings):
     settings.TIME_ZONE = "Europe/Paris"
     assert staff_time_zone(user_id=staff_user.pk) == "Europe/Paris"
+
+
+@pytest.mark.parametrize("raw,zone", [("", "UTC"), ("Europe/Berlin", "Europe/Berlin"), (" Asia/Kolkata ", "Asia/Kolkata")])
+def test_the_time_zone_setting_is_read_from_the_environment(monkeypatch, raw, zone):
+    monkeypatch.setenv("DJANGO_TIME_ZONE", raw)
+    assert env_time_zone("DJANGO_TIME_ZONE") == zone
+
+
+@pytest.mark.parametrize("raw", ["Mars/Olympus", "utc", "Europe", "../etc/passwd", "zone.tab"])
+def test_a_time_zone_zoneinfo_does_not_know_stops_the_process_with_its_name(monkeypatch, raw):
+    monkeypatch.setenv("DJANGO_TIME_ZONE", raw)
+    with pytest.raises(ImproperlyConfigured, match="DJANGO_TIME_ZONE"):
+        env_time_zone("DJANGO_TIME_ZONE")
+
+
+def test_a_new_preference_starts_at_the_time_zone_setting(staff_user, settings):
+    settings.TIME_ZONE = "America/New_York"
+    assert default_time_zone() == "America/New_York"
+    assert StaffPreference.objects.create(user=staff_user).time_zone == "America/New_York"
 
 
 def test_each_viewer_sees_the_packet_in_their_own_zone(staff_user, supervisor_user, demo):
