@@ -56,7 +56,7 @@ from .staff import (
     require,
 )
 from .queue import packet_next_pending, packet_previous_pending, packet_to_review_after
-from .statuses import Status, stop_name
+from .statuses import TERMINAL, Status, stop_name
 from .timeline import (
     budget_bars,
     evidence_for,
@@ -249,13 +249,25 @@ class ReviewStateFilter(admin.SimpleListFilter):
                    "query_string": changelist.get_query_string({self.parameter_name: value})}
 
 
+class StopReasonFilter(admin.SimpleListFilter):
+    """The endings a packet can have (a run gets its packet when it ends), in plain words."""
+
+    title, parameter_name = "stop reason", "stop_reason"
+
+    def lookups(self, request, model_admin):
+        return [(s.value, stop_name(s)) for s in Status if s.is_terminal]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(stop_reason=self.value()) if self.value() in TERMINAL else queryset
+
+
 @admin.register(ReviewPacket)
 class ReviewPacketAdmin(ReadOnlyAdmin):
     """The review queue: pending packets, oldest first."""
 
     list_display = ("open_link", "ticket", "subject", "account", "age", "stop", "review_state")
     list_display_links = None
-    list_filter = (ReviewStateFilter, "stop_reason")
+    list_filter = (ReviewStateFilter, StopReasonFilter)
     list_select_related = ("run__ticket__account",)
     search_fields = ("run__ticket__ref", "run__subject")
     list_per_page = 50

@@ -22,6 +22,18 @@ def test_queue_lists_pending_packets_first_oldest_first(staff_client, staff_user
     assert _queue_ids(staff_client, "?state=accepted") == [packets[3].pk]
 
 
+def test_the_stop_reason_filter_offers_the_endings_a_packet_can_have_in_plain_words(staff_client, demo):
+    packets = [r.packet for r in make_runs(5)]  # COMPLETED, NEEDS_HELP, NO_PROGRESS, ...
+    response = staff_client.get(reverse("admin:agentrun_reviewpacket_changelist"))
+    [stop_filter] = [f for f in response.context["cl"].filter_specs if f.title == "stop reason"]
+    offered = dict(stop_filter.lookup_choices)
+    assert offered["NEEDS_HELP"] == "Handed to a person" and offered["NO_PROGRESS"] == "Repeated a call"
+    assert not {"QUEUED", "RUNNING", "WAITING_APPROVAL"} & set(offered)
+    sidebar = response.content.decode()
+    assert ">Handed to a person</a>" in sidebar and ">Queued</a>" not in sidebar and ">NEEDS_HELP<" not in sidebar
+    assert _queue_ids(staff_client, "?stop_reason=NEEDS_HELP") == [packets[1].pk]
+
+
 def test_packet_page_shows_summary_evidence_attempts_questions_and_stop_reason(staff_user, ticket_t1001):
     from tests.staffkit import client_for
 
