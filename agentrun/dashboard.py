@@ -10,12 +10,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
 from django.db.models import Case, CharField, Count, Min, OuterRef, Q, Subquery, Value, When
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from .models import ModelRequest, ReviewPacket, Run
-from .statuses import TERMINAL, Status
+from .statuses import ACTIVE, TERMINAL, Status, stop_name
 from .tools import TOOLS
 
 DEFAULT_DAYS = 30
@@ -38,6 +40,10 @@ class Period:
     @property
     def until(self) -> datetime:
         return datetime.combine(self.last + timedelta(days=1), time.min, tzinfo=UTC)
+
+    @property
+    def days(self) -> list[date]:
+        return [self.first + timedelta(days=i) for i in range((self.last - self.first).days + 1)]
 
 
 # The days a period may name: a run's timestamps and the day after the last one must be representable.
@@ -66,6 +72,49 @@ def period_parse(*, first: str | None, last: str | None, today: date | None = No
 
 
 @dataclass(frozen=True)
+class Outcome:
+    """One series of the daily trend: a name for people, one for the CSV, and the statuses it counts."""
+
+    name: str
+    code: str
+    statuses: tuple[Status, ...]
+    colour: str
+
+
+TREND = (
+    Outcome("Completed", "completed", (Status.COMPLETED,), "#417690"),
+    Outcome("Handed to a person", "handed_to_a_person", (Status.NEEDS_HELP,), "#e0a526"),
+    Outcome("Other endings", "other_endings",
+            tuple(s for s in Status if s in TERMINAL and s not in {Status.COMPLETED, Status.NEEDS_HELP}), "#ba2121"),
+    Outcome("Not ended yet", "not_ended", tuple(s for s in Status if s in ACTIVE), "#999999"),
+)
+
+
+@dataclass(frozen=True)
+class TrendDay:
+    day: date
+    counts: tuple[int, ...]  # one per TREND series, in its order
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts)
+
+
+def trend_days(per_run: list[tuple], period: Period) -> list[TrendDay]:
+    """Runs per day (UTC, as the period is) and outcome; a day with no runs is a row of zeros."""
+    counts = Counter((row[8].astimezone(UTC).date(), row[2]) for row in per_run)
+    return [TrendDay(day, tuple(sum(counts[(day, s.value)] for s in o.statuses) for o in TREND))
+            for day in period.days]
+
+
+def runs_url(statuses, *, since: datetime, until: datetime) -> str:
+    """The Runs changelist filtered to `statuses` created in [since, until)."""
+    query = {"status__in": ",".join(s.value if isinstance(s, Status) else s for s in statuses),
+             "created_at__gte": since.isoformat(), "created_at__lt": until.isoformat()}
+    return f"{reverse('admin:agentrun_run_changelist')}?{urlencode(query)}"
+
+
+@dataclass(frozen=True)
 class ToolRate:
     tool: str
     runs_proposing: int
@@ -91,6 +140,7 @@ class Outcomes:
     tool_rates: list[ToolRate] = field(default_factory=list)
     review_seconds: list[float] = field(default_factory=list)
     per_run: list[tuple] = field(default_factory=list)
+    daily: list[TrendDay] = field(default_factory=list)
 
     @property
     def completion_rate(self) -> float:
@@ -129,6 +179,7 @@ def outcomes(*, period: Period) -> Outcomes:
     ended = [row for row in out.per_run if row[2] in TERMINAL]
     out.ended, out.completed = len(ended), counts[Status.COMPLETED.value]
     out.total_cost_micros = sum(row[7] for row in out.per_run)
+    out.daily = trend_days(out.per_run, period)
     for i, name in ((4, "model_requests"), (5, "tool_attempts"), (6, "tokens"), (7, "cost_micros")):
         out.medians[name] = statistics.median(row[i] for row in ended) if ended else 0
     _reviews(out, runs)
@@ -183,21 +234,22 @@ def _tool_rates(runs) -> list[ToolRate]:
 # --- charts -------------------------------------------------------------------------
 
 
-def bar_chart(rows: list[tuple[str, float, str]], *, title: str, max_value: float | None = None) -> SafeString:
-    """A horizontal bar chart as inline SVG: one (label, value, value text) per bar."""
+def bar_chart(rows: list[tuple], *, title: str, max_value: float | None = None) -> SafeString:
+    """A horizontal bar chart as inline SVG: one (label, value, value text[, link]) per bar."""
     width, label_w, bar_h, gap = 720, 310, 22, 8
-    top = max((v for _, v, _ in rows), default=0) if max_value is None else max_value
+    top = max((row[1] for row in rows), default=0) if max_value is None else max_value
     height = max(len(rows), 1) * (bar_h + gap) + gap
     bars = format_html_join(
         "",
-        '<g><text x="{}" y="{}" text-anchor="end" font-size="12">{}</text>'
-        '<rect x="{}" y="{}" width="{}" height="{}" fill="#417690"><title>{}: {}</title></rect>'
+        '<g><text x="{}" y="{}" text-anchor="end" font-size="12">{}</text>{}'
         '<text x="{}" y="{}" font-size="12">{}</text></g>',
         (
-            (label_w - 6, gap + i * (bar_h + gap) + 15, label,
-             label_w, gap + i * (bar_h + gap), _bar_len(value, top, width - label_w - 90), bar_h, label, text,
-             label_w + _bar_len(value, top, width - label_w - 90) + 6, gap + i * (bar_h + gap) + 15, text)
-            for i, (label, value, text) in enumerate(rows)
+            (label_w - 6, gap + i * (bar_h + gap) + 15, row[0],
+             _linked(format_html('<rect x="{}" y="{}" width="{}" height="{}" fill="#417690"><title>{}: {}</title></rect>',
+                                 label_w, gap + i * (bar_h + gap), _bar_len(row[1], top, width - label_w - 90), bar_h,
+                                 row[0], row[2]), row[3] if len(row) > 3 else None),
+             label_w + _bar_len(row[1], top, width - label_w - 90) + 6, gap + i * (bar_h + gap) + 15, row[2])
+            for i, row in enumerate(rows)
         ),
     )
     empty = format_html('<text x="10" y="22" font-size="12">{}</text>', "No runs in this period.") if not rows else ""
@@ -206,6 +258,53 @@ def bar_chart(rows: list[tuple[str, float, str]], *, title: str, max_value: floa
         'viewBox="0 0 {} {}" class="chart"><title>{}</title>{}{}</svg>',
         title, width, height, width, height, title, bars, empty,
     )
+
+
+def _linked(shape: SafeString, href: str | None) -> SafeString:
+    return format_html('<a href="{}" class="bar-link">{}</a>', href, shape) if href else shape
+
+
+def trend_chart(days: list[TrendDay], *, title: str) -> SafeString:
+    """Runs per day as stacked vertical bars (one colour per outcome), each segment linked to its runs."""
+    width, left, top_pad, plot_h, legend_h = 720, 40, 10, 180, 40
+    room = width - left - 10
+    step = room / max(len(days), 1)
+    peak = max((d.total for d in days), default=0)
+    segments = format_html_join("", "{}", ((_trend_segments(d, left + i * step, step, peak, top_pad, plot_h),)
+                                          for i, d in enumerate(days)))
+    base = top_pad + plot_h
+    axis = format_html(
+        '<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#666"/>'
+        '<text x="{}" y="{}" font-size="12" text-anchor="end">{}</text>'
+        '<text x="{}" y="{}" font-size="12" text-anchor="end">0</text>'
+        '<text x="{}" y="{}" font-size="12">{}</text><text x="{}" y="{}" font-size="12" text-anchor="end">{}</text>',
+        left, base, width - 10, base, left - 4, top_pad + 12, peak, left - 4, base,
+        left, base + 16, days[0].day.isoformat() if days else "", width - 10, base + 16,
+        days[-1].day.isoformat() if days else "")
+    legend = format_html_join("", '<rect x="{}" y="{}" width="12" height="12" fill="{}"/>'
+                                  '<text x="{}" y="{}" font-size="12">{}</text>',
+                              ((left + i * 170, base + 26, o.colour, left + i * 170 + 16, base + 37, o.name)
+                               for i, o in enumerate(TREND)))
+    height = base + legend_h
+    return format_html(
+        '<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{}" width="{}" height="{}" '
+        'viewBox="0 0 {} {}" class="chart"><title>{}</title>{}{}{}</svg>',
+        title, width, height, width, height, title, segments, axis, legend)
+
+
+def _trend_segments(day: TrendDay, x: float, step: float, peak: int, top_pad: int, plot_h: int) -> SafeString:
+    since = datetime.combine(day.day, time.min, tzinfo=UTC)
+    y, shapes = top_pad + plot_h, []
+    for outcome, n in zip(TREND, day.counts, strict=True):
+        if not n:
+            continue
+        h = plot_h * n / peak
+        y -= h
+        rect = format_html('<rect x="{}" y="{}" width="{}" height="{}" fill="{}"><title>{}: {} {}</title></rect>',
+                           f"{x + step * 0.1:.2f}", f"{y:.2f}", f"{max(step * 0.8, 0.5):.2f}", f"{h:.2f}",
+                           outcome.colour, day.day.isoformat(), n, outcome.name.lower())
+        shapes.append(_linked(rect, runs_url(outcome.statuses, since=since, until=since + timedelta(days=1))))
+    return format_html_join("", "{}", ((shape,) for shape in shapes))
 
 
 def _bar_len(value: float, top: float, room: int) -> int:
@@ -217,24 +316,29 @@ def percent(x: float) -> str:
 
 
 def charts(out: Outcomes) -> dict[str, SafeString]:
+    since, until = out.period.since, out.period.until
     return {
+        "daily": trend_chart(out.daily, title=CHART_TITLES["daily"]),
         "stop-reasons": bar_chart(
-            [(s, n, f"{n} ({percent(out.share(n))})") for s, n in out.by_stop_reason], title="Runs by stop reason"),
+            [(stop_name(s), n, f"{n} ({percent(out.share(n))})", runs_url([s], since=since, until=until))
+             for s, n in out.by_stop_reason], title="Runs by stop reason"),
         "rates": bar_chart(
             [("Completion rate", out.completion_rate, percent(out.completion_rate)),
              ("Acceptance rate", out.acceptance_rate, percent(out.acceptance_rate))],
             title="Completion and acceptance", max_value=1),
         "tool-rates": bar_chart(
             [row for t in out.tool_rates for row in (
-                (f"{t.tool} · NO_PROGRESS", t.rate(t.no_progress), percent(t.rate(t.no_progress))),
-                (f"{t.tool} · INVALID_OR_FORBIDDEN", t.rate(t.invalid_or_forbidden),
+                (f"{t.tool} · {stop_name(Status.NO_PROGRESS)}", t.rate(t.no_progress), percent(t.rate(t.no_progress))),
+                (f"{t.tool} · {stop_name(Status.INVALID_OR_FORBIDDEN)}", t.rate(t.invalid_or_forbidden),
                  percent(t.rate(t.invalid_or_forbidden))))],
-            title="NO_PROGRESS and INVALID_OR_FORBIDDEN by tool", max_value=1),
+            title=CHART_TITLES["tool-rates"], max_value=1),
     }
 
 
 def csv_rows(out: Outcomes, chart: str) -> list[tuple] | None:
     """The rows behind one chart or table, header first; None for an unknown name."""
+    if chart == "daily":
+        return [("day", *(o.code for o in TREND), "runs"), *((d.day.isoformat(), *d.counts, d.total) for d in out.daily)]
     if chart == "stop-reasons":
         return [("stop_reason", "runs", "share"), *((s, n, round(out.share(n), 4)) for s, n in out.by_stop_reason)]
     if chart == "rates":
@@ -259,8 +363,9 @@ def csv_rows(out: Outcomes, chart: str) -> list[tuple] | None:
 
 
 CHART_TITLES = {
+    "daily": "Runs per day by outcome",
     "stop-reasons": "Runs by stop reason",
     "rates": "Completion and acceptance",
-    "tool-rates": "NO_PROGRESS and INVALID_OR_FORBIDDEN by tool",
+    "tool-rates": "Repeated calls and refused proposals by tool",
 }
-CSV_NAMES = ("stop-reasons", "rates", "tool-rates", "medians", "review-times", "runs")
+CSV_NAMES = ("daily", "stop-reasons", "rates", "tool-rates", "medians", "review-times", "runs")

@@ -8,10 +8,21 @@ from django.template.response import TemplateResponse
 
 from supportagent.csvexport import csv_response
 
-from .dashboard import CHART_TITLES, CSV_NAMES, PeriodError, charts, csv_rows, outcomes, percent, period_parse
+from .budgets import dollars
+from .dashboard import (
+    CHART_TITLES,
+    CSV_NAMES,
+    PeriodError,
+    charts,
+    csv_rows,
+    outcomes,
+    percent,
+    period_parse,
+    runs_url,
+)
 from .queue import packets_pending
 from .staff import Refused, require
-from .statuses import stop_name
+from .statuses import Status, stop_name
 
 NONE_YET = "—"  # a rate of nothing (no ended run, no reviewed packet) is not 0 %
 
@@ -48,19 +59,22 @@ def dashboard_view(request):
             ("Median model requests per run", out.medians.get("model_requests", 0)),
             ("Median tool attempts per run", out.medians.get("tool_attempts", 0)),
             ("Median tokens per run", out.medians.get("tokens", 0)),
-            ("Median cost per run (micro-dollars)", out.medians.get("cost_micros", 0)),
-            ("Total cost (micro-dollars)", out.total_cost_micros),
-            ("Cost per accepted packet (micro-dollars)",
-             round(out.cost_per_accepted_micros, 1) if out.cost_per_accepted_micros is not None else "no accepted packet"),
+            ("Median cost per run", dollars(round(out.medians.get("cost_micros", 0)))),
+            ("Total cost", dollars(out.total_cost_micros)),
+            ("Cost per accepted packet",
+             dollars(round(out.cost_per_accepted_micros)) if out.cost_per_accepted_micros is not None else NONE_YET),
         ],
         "review_median": out.median_review_seconds,
         "query": query,
         "completion": percent(out.completion_rate) if out.ended else NONE_YET,
         "acceptance": percent(out.acceptance_rate) if out.reviewed else NONE_YET,
         "backlog": packets_pending().aggregate(count=Count("id"), oldest=Min("created_at")),
+        "no_progress": stop_name(Status.NO_PROGRESS),
+        "invalid": stop_name(Status.INVALID_OR_FORBIDDEN),
         "tool_rows": [(t, percent(t.rate(t.no_progress)), percent(t.rate(t.invalid_or_forbidden)))
                       for t in out.tool_rates],
-        "stop_rows": [(s, stop_name(s), n, percent(out.share(n))) for s, n in out.by_stop_reason],
+        "stop_rows": [(runs_url([s], since=period.since, until=period.until), stop_name(s), n, percent(out.share(n)))
+                      for s, n in out.by_stop_reason],
     }
     return TemplateResponse(request, "admin/agentrun/outcomes.html", context)
 

@@ -70,17 +70,19 @@ def test_out_of_range_days_are_a_form_error_on_the_page_and_a_400_for_csv(superv
 
 def test_dashboard_page_draws_inline_svg_charts_with_no_external_assets(supervisor_client, five_runs):
     page = supervisor_client.get(reverse("outcomes")).content.decode()
-    assert page.count('class="chart"') == 3
-    assert 'aria-label="Runs by stop reason"' in page and "NO_PROGRESS" in page
+    assert page.count('class="chart"') == 4
+    assert 'aria-label="Runs by stop reason"' in page and 'aria-label="Runs per day by outcome"' in page
     assert 'id="completion-rate">20%' in page and 'id="acceptance-rate">50%' in page
-    assert "read_job_status · INVALID_OR_FORBIDDEN" in page
+    assert "read_job_status · Not allowed" in page and "Repeated a call" in page
+    words = re.sub(r'href="[^"]*"', "", page)  # the codes stay in the links' queries and the CSVs
+    assert "NO_PROGRESS" not in words and "INVALID_OR_FORBIDDEN" not in words
     external = re.findall(r'(?:src|href)="((?:https?:)?//[^"]*)"', page, flags=re.IGNORECASE)
     assert external == [], external
 
 
 def test_every_chart_has_a_csv_export(supervisor_client, five_runs):
     today = timezone.now().date().isoformat()
-    for name in ("stop-reasons", "rates", "tool-rates", "medians", "review-times", "runs"):
+    for name in ("daily", "stop-reasons", "rates", "tool-rates", "medians", "review-times", "runs"):
         response = supervisor_client.get(reverse("outcomes-csv", args=[name]) + f"?first={today}&last={today}")
         assert response.status_code == 200 and response["Content-Type"] == "text/csv"
         rows = list(csv.reader(io.StringIO(response.content.decode())))
@@ -143,7 +145,7 @@ def test_tool_names_not_in_the_dispatch_table_are_one_unknown_tool_row(unknown_t
 
 def test_unknown_tool_names_reach_neither_the_page_nor_the_csv(supervisor_client, unknown_tools):
     page = supervisor_client.get(reverse("outcomes")).content.decode()
-    assert "unknown tool · NO_PROGRESS" in page
+    assert "unknown tool · Repeated a call" in page
     assert "1+1" not in page and "HYPERLINK" not in page and "SUM(A1)" not in page
     assert _csv(supervisor_client, "tool-rates")[1:] == [
         ["read_job_status", "5", "0", "0.0", "0", "0.0"], ["unknown tool", "2", "1", "0.5", "1", "0.5"]]
@@ -154,3 +156,59 @@ def test_csv_cells_that_would_start_a_formula_are_quoted(supervisor_client, five
     rows = _csv(supervisor_client, "runs")
     assert {row[1] for row in rows[1:]} == {"'=1+1"}
     assert [row[4] for row in rows[1:]] == ["2"] * 5  # numbers stay numbers
+
+
+def _day(offset: int) -> str:
+    return (timezone.now().date() - timedelta(days=offset)).isoformat()
+
+
+def test_the_daily_trend_counts_runs_per_day_by_outcome_and_days_without_runs_are_zero(supervisor_client, five_runs):
+    rows = list(csv.reader(io.StringIO(supervisor_client.get(
+        reverse("outcomes-csv", args=["daily"]) + f"?first={_day(2)}&last={_day(0)}").content.decode())))
+    assert rows == [["day", "completed", "handed_to_a_person", "other_endings", "not_ended", "runs"],
+                    [_day(2), "0", "0", "0", "0", "0"], [_day(1), "0", "0", "0", "0", "0"],
+                    [_day(0), "1", "1", "3", "0", "5"]]
+
+
+def test_a_run_not_ended_yet_is_its_own_series_in_the_trend(five_runs):
+    five_runs[4].__class__.objects.filter(pk=five_runs[4].pk).update(status="RUNNING")
+    [today] = outcomes(period=period_parse(first=_day(0), last=_day(0))).daily
+    assert today.counts == (1, 1, 2, 1) and today.total == 5
+
+
+def test_the_trend_chart_links_each_bar_to_its_runs_for_that_day(supervisor_client, five_runs):
+    page = supervisor_client.get(reverse("outcomes") + f"?first={_day(6)}&last={_day(0)}").content.decode()
+    chart = page[page.index('aria-label="Runs per day by outcome"'):]
+    chart = chart[:chart.index("</svg>")]
+    links = re.findall(r'<a href="([^"]+)" class="bar-link">', chart)
+    assert len(links) == 3  # today's completed, handed-over and other endings; the empty days draw nothing
+    changelist = reverse("admin:agentrun_run_changelist")
+    handed = [link for link in links if "status__in=NEEDS_HELP&" in link.replace("&amp;", "&")]
+    assert handed and handed[0].startswith(changelist)
+    shown = supervisor_client.get(handed[0].replace("&amp;", "&"))
+    assert [r.status for r in shown.context["cl"].result_list] == ["NEEDS_HELP"]
+    other = [link for link in links if "NO_PROGRESS" in link][0].replace("&amp;", "&")
+    assert sorted(r.status for r in supervisor_client.get(other).context["cl"].result_list) == [
+        "INVALID_OR_FORBIDDEN", "NO_PROGRESS", "TOOL_LIMIT"]
+
+
+def test_stop_reason_bars_and_rows_link_to_the_runs_of_the_period(supervisor_client, five_runs):
+    last_week = f"?first={_day(7)}&last={_day(7)}"
+    page = supervisor_client.get(reverse("outcomes") + f"?first={_day(3)}&last={_day(0)}").content.decode()
+    chart = page[page.index('aria-label="Runs by stop reason"'):]
+    links = re.findall(r'<a href="([^"]+)" class="bar-link">', chart[:chart.index("</svg>")])
+    assert len(links) == 5
+    completed = [link for link in links if "status__in=COMPLETED&" in link.replace("&amp;", "&")][0]
+    assert completed.replace("&amp;", "&") in page[page.index('id="stop-rows"'):].replace("&amp;", "&")
+    assert len(supervisor_client.get(completed.replace("&amp;", "&")).context["cl"].result_list) == 1
+    empty = supervisor_client.get(reverse("outcomes") + last_week).content.decode()
+    assert "bar-link" not in empty
+
+
+def test_money_on_the_dashboard_is_in_dollars_and_micro_dollars_only_in_the_csv(supervisor_client, five_runs):
+    page = supervisor_client.get(reverse("outcomes")).content.decode()
+    per_run = page[page.index('id="per-run"'):]
+    assert "micro" not in per_run
+    assert "<th>Total cost</th><td>$0.0001</td>" in per_run  # 100 micro-dollars
+    assert "<th>Cost per accepted packet</th><td>$0.0001</td>" in per_run
+    assert ["total_cost_micros", "100"] in _csv(supervisor_client, "medians")
