@@ -236,6 +236,6 @@ def test_the_dashboard_names_reasons_links_runs_and_shows_the_backlog(page, live
     page.goto(f"{live_server.url}/admin/outcomes/")
     expect(page.locator("#backlog-count")).to_have_text("1")
     page.locator("#stop-rows a", has_text="Completed").click()
-    expect(page).to_have_url(re.compile(r"/admin/agentrun/run/\?status__exact=COMPLETED"))
+    expect(page).to_have_url(re.compile(r"/admin/agentrun/run/\?status__in=COMPLETED"))
     expect(page.locator("#result_list tbody tr")).to_have_count(1)
     shot("36-dashboard-bar-to-runs")
