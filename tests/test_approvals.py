@@ -129,3 +129,19 @@ def test_the_check_reads_the_setting(db, settings):
     assert "read_job_status" in warning.msg
     settings.AGENT_APPROVAL_MIN_SECONDS = 45
     assert approval_time_check() == []
+
+
+def test_the_run_and_packet_pages_list_the_approvals_asked_for(waiting, supervisor_user):
+    from django.urls import reverse
+
+    from tests.staffkit import client_for
+
+    client = client_for(supervisor_user)
+    page = client.get(reverse("admin:agentrun_run_change", args=[waiting.pk]))
+    assert page.status_code == 200
+    assert 'id="approvals"' in page.content.decode() and "read_job_status {&quot;job_id&quot;: &quot;J-42&quot;}" in \
+        page.content.decode()
+    do_answer_approval(user=supervisor_user, run_id=waiting.pk, grant=False, note="Legal hold.")
+    packet = Run.objects.get(pk=waiting.pk).packet
+    shown = client.get(reverse("admin:agentrun_reviewpacket_change", args=[packet.pk])).content.decode()
+    assert 'id="approvals"' in shown and "Legal hold." in shown
