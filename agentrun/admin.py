@@ -121,7 +121,7 @@ def _explanation(run: Run, packet: ReviewPacket | None) -> str:
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
-    list_display = ("id", "ticket_link", "status_shown", "detail", "model_name", "requests", "attempts", "created_at",
+    list_display = ("id", "ticket_link", "status", "detail", "model_name", "requests", "attempts", "created_at",
                     "packet_state")
     list_display_links = ("id",)
     list_filter = ("status", "detail", "model_name", "created_at")
@@ -133,10 +133,6 @@ class RunAdmin(ReadOnlyAdmin):
     def ticket_link(self, run):
         return format_html('<a href="{}">{}</a>', reverse("admin:tickets_ticket_change", args=[run.ticket_id]),
                            run.ticket.ref)
-
-    @admin.display(description="stop reason", ordering="status")
-    def status_shown(self, run):
-        return stop_name(run.status)
 
     @admin.display(description="model requests")
     def requests(self, run):

@@ -63,7 +63,7 @@ def test_a_denial_carries_its_reason_to_the_packet(page, live_server, login, sho
     expect(page.locator("#approvals .approval-note")).to_have_text("J-42 is under a legal hold; do not look it up.")
     page.click("#open-packet")
     expect(page.locator("#approvals .approval-note")).to_have_text("J-42 is under a legal hold; do not look it up.")
-    expect(page.locator(".sa-explain")).to_contain_text("legal hold")
+    expect(page.locator("#refused-reason")).to_contain_text("legal hold")
     shot("23-packet-with-denial-reason")
 
 
@@ -154,7 +154,7 @@ def test_ticket_list_filters_search_and_links(page, live_server, login, shot, st
     login("staff", PASSWORD)
     run = _investigate(page, live_server, ticket_t1001)
     page.goto(f"{live_server.url}/admin/tickets/ticket/")
-    expect(page.locator("#result_list tbody tr")).to_have_count(2)
+    expect(page.locator("#result_list tbody tr")).to_have_count(Ticket.objects.count())
     expect(page.locator("#changelist-filter")).to_contain_text(re.compile("pending packet", re.I))
     page.goto(f"{live_server.url}/admin/tickets/ticket/?pending=yes")
     expect(page.locator("#result_list tbody tr")).to_have_count(1)
@@ -164,7 +164,8 @@ def test_ticket_list_filters_search_and_links(page, live_server, login, shot, st
     expect(row.locator("a", has_text="pending")).to_have_attribute("href", re.compile(f"/reviewpacket/{run.packet.pk}/change/"))
     shot("29-tickets-pending-filter")
     page.goto(f"{live_server.url}/admin/tickets/ticket/?latest_run=never")
-    expect(page.locator("#result_list tbody tr")).to_have_count(1)
+    expect(page.locator("#result_list tbody tr")).to_have_count(
+        Ticket.objects.exclude(pk__in=Run.objects.values("ticket_id")).count())
     expect(page.locator("#result_list")).to_contain_text("T-2001")
     globex = Account.objects.get(code="GLOBEX")
     page.goto(f"{live_server.url}/admin/tickets/ticket/?account__id__exact={globex.pk}")
