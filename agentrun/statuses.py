@@ -77,24 +77,6 @@ STOP_EXPLANATIONS: dict[Status, str] = {
 }
 
 
-# Short names for people (a column, a chart's bar); the codes stay in the API and CSVs.
-STOP_NAMES: dict[Status, str] = {
-    Status.QUEUED: "Queued",
-    Status.RUNNING: "Running",
-    Status.WAITING_APPROVAL: "Waiting for approval",
-    Status.COMPLETED: "Completed",
-    Status.NEEDS_HELP: "Handed to a person",
-    Status.DEADLINE: "Ran out of time",
-    Status.MODEL_LIMIT: "Model requests spent",
-    Status.TOOL_LIMIT: "Tool attempts spent",
-    Status.TOKEN_LIMIT: "Tokens spent",
-    Status.COST_LIMIT: "Cost budget spent",
-    Status.NO_PROGRESS: "Repeated a call",
-    Status.INVALID_OR_FORBIDDEN: "Not allowed",
-    Status.MODEL_ERROR: "Model error",
-    Status.CANCELLED: "Cancelled",
-}
-
-
 def stop_name(status: str) -> str:
-    return STOP_NAMES.get(status, status)  # type: ignore[call-overload]
+    """A status in plain words, the one name staff read everywhere (codes stay in the API and CSVs)."""
+    return Status(status).label if status in Status.values else status

@@ -27,7 +27,7 @@ def test_the_stop_reason_filter_offers_the_endings_a_packet_can_have_in_plain_wo
     response = staff_client.get(reverse("admin:agentrun_reviewpacket_changelist"))
     [stop_filter] = [f for f in response.context["cl"].filter_specs if f.title == "stop reason"]
     offered = dict(stop_filter.lookup_choices)
-    assert offered["NEEDS_HELP"] == "Handed to a person" and offered["NO_PROGRESS"] == "Repeated a call"
+    assert offered["NEEDS_HELP"] == "Handed to a person" and offered["NO_PROGRESS"] == "Repeated the last lookup"
     assert not {"QUEUED", "RUNNING", "WAITING_APPROVAL"} & set(offered)
     sidebar = response.content.decode()
     assert ">Handed to a person</a>" in sidebar and ">Queued</a>" not in sidebar and ">NEEDS_HELP<" not in sidebar

@@ -73,7 +73,7 @@ def test_dashboard_page_draws_inline_svg_charts_with_no_external_assets(supervis
     assert page.count('class="chart"') == 4
     assert 'aria-label="Runs by stop reason"' in page and 'aria-label="Runs per day by outcome"' in page
     assert 'id="completion-rate">20%' in page and 'id="acceptance-rate">50%' in page
-    assert "read_job_status · Not allowed" in page and "Repeated a call" in page
+    assert "read_job_status · Refused a proposal" in page and "Repeated the last lookup" in page
     words = re.sub(r'href="[^"]*"', "", page)  # the codes stay in the links' queries and the CSVs
     assert "NO_PROGRESS" not in words and "INVALID_OR_FORBIDDEN" not in words
     external = re.findall(r'(?:src|href)="((?:https?:)?//[^"]*)"', page, flags=re.IGNORECASE)
@@ -145,7 +145,7 @@ def test_tool_names_not_in_the_dispatch_table_are_one_unknown_tool_row(unknown_t
 
 def test_unknown_tool_names_reach_neither_the_page_nor_the_csv(supervisor_client, unknown_tools):
     page = supervisor_client.get(reverse("outcomes")).content.decode()
-    assert "unknown tool · Repeated a call" in page
+    assert "unknown tool · Repeated the last lookup" in page
     assert "1+1" not in page and "HYPERLINK" not in page and "SUM(A1)" not in page
     assert _csv(supervisor_client, "tool-rates")[1:] == [
         ["read_job_status", "5", "0", "0.0", "0", "0.0"], ["unknown tool", "2", "1", "0.5", "1", "0.5"]]

@@ -41,7 +41,7 @@ def test_the_refused_job_is_named_in_the_packet(page, live_server, login, shot, 
     page.click("#ticket-link")
     expect(page.locator("#ticket-runs")).to_contain_text("Refused a proposal")
     page.goto(f"{live_server.url}/admin/agentrun/reviewpacket/")
-    expect(page.locator("#result_list")).to_contain_text("Not allowed")  # the queue's short stop names
+    expect(page.locator("#result_list")).to_contain_text("Refused a proposal")  # the queue names stop reasons in plain words
 
 
 def test_the_injection_flag_on_the_demo_documents(page, live_server, login, shot, staff_user, demo_committed):
