@@ -74,8 +74,11 @@ _SUPERSEDE_HISTORY = (
     f" SELECT p.{column(ReviewPacket, 'id')}, NULL, %s, %s, %s, FALSE, '[]' FROM {_P} p, {_R} r"
     f" WHERE {_PENDING_OF_TICKET}"
 )
+# A subquery rather than UPDATE ... FROM, which SQLite's grammar does not take with an alias.
 _SUPERSEDE_STATE = (
-    f"UPDATE {_P} p SET {column(ReviewPacket, 'review_state')} = %s FROM {_R} r WHERE {_PENDING_OF_TICKET}"
+    f"UPDATE {_P} SET {column(ReviewPacket, 'review_state')} = %s WHERE {column(ReviewPacket, 'review_state')} = %s"
+    f" AND {column(ReviewPacket, 'run')} IN (SELECT {column(Run, 'id')} FROM {_R} WHERE {column(Run, 'ticket')} = %s)"
+    f" AND {column(ReviewPacket, 'run')} <> %s"
 )
 
 
