@@ -116,12 +116,14 @@ def read_job_status(scope: SessionScope, args: dict[str, Any], lookup: Lookup = 
     headers = {ACCOUNT_HEADER: account, **_auth_header()}
     status, body = _get(url, headers, lookup.timeout, what="the job status service")
     if status == 404:
-        raise Forbidden("no such job for this session")
+        raise Forbidden("no such job for this session",
+                        staff_reason=f"{args['job_id']} does not exist: the job status service answered 404.")
     _refuse_status(status, what="the job status service", credential="AGENT_JOB_STATUS_AUTH_HEADER")
     job = _parse(JobReply, body, what="the job status service")
     if job.account != account:
         log.warning("the job status service answered for another account; the reply was refused")
-        raise Forbidden("no such job for this session")
+        raise Forbidden("no such job for this session",
+                        staff_reason=f"{args['job_id']} belongs to another account ({job.account}).")
     if job.job_id != args["job_id"]:
         raise ToolError("the job status service answered about another job; the reply was refused")
     if job.sensitive and not lookup.approved:

@@ -48,6 +48,12 @@ def _call_reason(call: Call, stop: Stop, staff_reason: str) -> str:
     return stop.note or "The call was refused."
 
 
+def refusal_of_dispatch(*, tool: str, args: dict[str, Any], call_id: str, staff_reason: str) -> dict[str, Any]:
+    """A call refused by its backend, which alone could tell (a job service's answer)."""
+    reason = staff_reason or "This customer's session may not make this call."
+    return {"tool": tool, "args": args, "id": call_id or None, "reason": reason}
+
+
 def refusal_of_calls(calls: list[Any]) -> dict[str, Any]:
     """Several calls proposed in one reply: none of them was made."""
     return {

@@ -53,7 +53,7 @@ from .decisions import (
 from .models import Approval, ModelRequest, Observation, Run, ToolAttempt
 from .operations import DispatchOp, ModelOp, Next, Operation, OpResult, Tally
 from .packets import packet_write
-from .refusals import refusal_of_call, refusal_of_calls
+from .refusals import refusal_of_call, refusal_of_calls, refusal_of_dispatch
 from .selectors import run_get_locked, run_relock
 from .schemas import canonical_json, storable
 from .statuses import Detail, Status, Stop
@@ -491,7 +491,9 @@ def _record_dispatch(run: Run, op: DispatchOp, res: OpResult, now: datetime) -> 
     # sensitive (ApprovalRequired) ends the run, or waits, as the checks before dispatch would have.
     error = outcome.error if isinstance(outcome, Raised) else None
     if isinstance(error, Forbidden):
-        return _stop(run, Stop(Status.INVALID_OR_FORBIDDEN, Detail.FORBIDDEN, "this session may not make this call"), now)
+        stop = Stop(Status.INVALID_OR_FORBIDDEN, Detail.FORBIDDEN, "this session may not make this call")
+        refused = refusal_of_dispatch(tool=op.tool, args=op.args, call_id=op.call_id, staff_reason=error.staff_reason)
+        return _stop(run, stop, now, refused=refused)
     if isinstance(error, ApprovalRequired) and _may_wait_for_approval(run):
         return _await_approval(run, op.call)
     budget = run.get_budget()

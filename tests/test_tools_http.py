@@ -204,6 +204,9 @@ def test_a_reply_about_another_account_is_forbidden_and_never_evidence(play, htt
     assert http_backends.received[0].headers["x-account"] == "ACME"
     assert not Evidence.objects.filter(run_id=report["run"]).exists()
     assert "J-77" not in stored_text(report).replace('"job_id": "J-77"', "")  # only the call's own arguments
+    refused = ReviewPacket.objects.get(run_id=report["run"]).refused  # staff read what the model never does
+    assert refused == {"tool": "read_job_status", "args": {"job_id": "J-77"}, "id": None,
+                       "reason": "J-77 belongs to another account (GLOBEX)."}
 
 
 def test_a_404_is_forbidden_as_a_missing_job_is_in_the_database(play, http_backends, settings):
@@ -214,6 +217,8 @@ def test_a_404_is_forbidden_as_a_missing_job_is_in_the_database(play, http_backe
         assert (report["status"], report["detail"]) == ("INVALID_OR_FORBIDDEN", "forbidden")
         assert report["packet"]["stop_note"] == "this session may not make this call"
     assert [r.path for r in http_backends.received] == ["/jobs/J-999"]
+    reason = ReviewPacket.objects.get(run_id=by_http["run"]).refused["reason"]
+    assert reason == "J-999 does not exist: the job status service answered 404."
 
 
 def test_an_unverified_session_is_refused_before_any_request(play, http_backends):

@@ -15,7 +15,15 @@ from .models import Account, CustomerSession, CustomerUser, Document, DocumentRe
 
 
 class Forbidden(Exception):
-    """The session may not see this. Says nothing about whether it exists."""
+    """The session may not see this. Says nothing about whether it exists.
+
+    `staff_reason`, when the raiser knows it, says why in plain words for staff only
+    (the packet's refused call); the model is never shown it.
+    """
+
+    def __init__(self, message: str = "", *, staff_reason: str = ""):
+        super().__init__(message)
+        self.staff_reason = staff_reason
 
 
 @dataclass(frozen=True)
