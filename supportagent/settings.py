@@ -33,14 +33,16 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {raw!r}")
 
 
-def env_int(name: str, default: int) -> int:
+def env_int(name: str, default: int, *, minimum: int = 1, maximum: int | None = None, what: str = "a whole number") -> int:
+    """A whole number from `minimum` to `maximum`; `what` names it in the error."""
     raw = env_str(name)
     try:
         value = int(raw) if raw else default
     except ValueError:
-        raise ImproperlyConfigured(f"{name} must be a whole number, got {raw!r}") from None
-    if value < 1:
-        raise ImproperlyConfigured(f"{name} must be at least 1, got {raw!r}")
+        raise ImproperlyConfigured(f"{name} must be {what}, got {raw!r}") from None
+    if value < minimum or (maximum is not None and value > maximum):
+        bounds = f"at least {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+        raise ImproperlyConfigured(f"{name} must be {what} {bounds}, got {raw!r}")
     return value
 
 
@@ -67,14 +69,7 @@ def env_time_zone(name: str, default: str = "UTC") -> str:
 
 def env_seconds(name: str, default: int) -> int:
     """A whole number of seconds, 0 allowed (to switch a feature off)."""
-    raw = env_str(name)
-    try:
-        value = int(raw) if raw else default
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be a whole number of seconds, got {raw!r}") from None
-    if value < 0:
-        raise ImproperlyConfigured(f"{name} must be 0 or more, got {raw!r}")
-    return value
+    return env_int(name, default, minimum=0, what="a whole number of seconds")
 
 
 def strong_secret_key(name: str) -> str:
@@ -399,14 +394,7 @@ AGENT_SERVICE_STATUS_URL = (
 
 def env_port(name: str) -> int:
     """A TCP port, or 0 (unset) for none."""
-    raw = env_str(name)
-    try:
-        value = int(raw) if raw else 0
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be a port number, got {raw!r}") from None
-    if not 0 <= value <= 65535:
-        raise ImproperlyConfigured(f"{name} must be a port number from 1 to 65535 (0 or unset: none), got {raw!r}")
-    return value
+    return env_int(name, 0, minimum=0, maximum=65535, what="a port number (0 or unset: none)")
 
 
 def env_networks(name: str, default: list[str]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
