@@ -24,6 +24,7 @@ from .selectors import ticket_active_run
 
 log = logging.getLogger("agentrun")
 MAX_IDEMPOTENCY_KEY = 200
+MAX_DENIAL_NOTE = 2000
 
 
 class Refused(Exception):
@@ -208,7 +209,6 @@ def do_packet_recheck(*, user: User, packet: ReviewPacket) -> list[ItemCheck]:
     return packet_recheck(packet=packet, user=user)
 
 
-MAX_DENIAL_NOTE = 2000
 _REVIEW_STATUS = {"not_found": 404, "evidence_changed": 409, "superseded": 409}
 
 
