@@ -1,4 +1,4 @@
-"""Shared fixtures: the demo data set's personas, and a way to play a scenario.
+"""Shared fixtures: the demo data set's personas, staff users and clients by role, and a way to play a scenario.
 
 Tests that drive the loop need `transactional_db`: the loop commits every step
 and tool backends read from their own thread, so they see only committed data.
@@ -9,12 +9,16 @@ import weakref
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connections
 from django.db.backends.signals import connection_created
+from django.test import Client
 
+from agentrun.roles import SUPERVISORS, SUPPORT_STAFF, roles_setup
 from agentrun.scenarios.format import Scenario
 from agentrun.scenarios.runner import run_scenario
 from agentrun.waiting import operations_settle
+from tests.support.staff import client_for, make_user
 from tickets.demo import seed_demo
 from tickets.models import CustomerSession, Ticket
 
@@ -58,6 +62,40 @@ def play(demo_committed):
         return run_scenario(Scenario.model_validate(data))
 
     return _play
+
+
+# --- staff users and their clients, one of each role ------------------------------------------
+
+
+@pytest.fixture
+def roles(db):
+    return roles_setup()
+
+
+@pytest.fixture
+def staff_user(roles) -> User:
+    return make_user("staff", SUPPORT_STAFF)
+
+
+@pytest.fixture
+def supervisor_user(roles) -> User:
+    return make_user("supervisor", SUPERVISORS)
+
+
+@pytest.fixture
+def outsider(roles) -> User:
+    """Can log in to the admin, holds no role."""
+    return make_user("outsider", None)
+
+
+@pytest.fixture
+def staff_client(staff_user) -> Client:
+    return client_for(staff_user)
+
+
+@pytest.fixture
+def supervisor_client(supervisor_user) -> Client:
+    return client_for(supervisor_user)
 
 
 # --- operations the loop stopped waiting for ------------------------------------------------

@@ -19,8 +19,7 @@ from schemathesis.specs.openapi.checks import (
 
 from agentrun.models import ApiToken, Approval, PacketReview, ReviewPacket, Run, RunRequest
 from tickets.models import Document, DocumentRevision
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import bearer, make_runs
+from tests.support.staff import bearer, make_runs
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 

@@ -5,7 +5,6 @@ from django.urls import reverse
 from agentrun.config import default_budget
 from agentrun.models import BudgetDefaults
 from agentrun.services import run_start
-from tests.staffkit import *  # noqa: F403
 
 URL = "admin:agentrun_budgetdefaults_change"
 

@@ -6,8 +6,7 @@ import pytest
 from django.urls import reverse
 
 from agentrun.models import Approval, BudgetDefaults, Run
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import client_for, make_runs
+from tests.support.staff import client_for, make_runs
 
 MISSING = 987654321
 

@@ -5,8 +5,7 @@ ticket list reads the accounts for its filter; the dashboard reads the review ba
 import pytest
 from django.urls import reverse
 
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import make_runs
+from tests.support.staff import make_runs
 
 PAGES = [
     ("run list", lambda: reverse("admin:agentrun_run_changelist"), 9),

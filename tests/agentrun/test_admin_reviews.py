@@ -4,8 +4,7 @@ from django.urls import reverse
 
 from agentrun.models import ApiToken, PacketReview, ReviewPacket
 from agentrun.reviews import packet_review
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import make_runs
+from tests.support.staff import make_runs
 
 
 def _queue_ids(client, query: str = "") -> list[int]:
@@ -35,7 +34,7 @@ def test_the_stop_reason_filter_offers_the_endings_a_packet_can_have_in_plain_wo
 
 
 def test_packet_page_shows_summary_evidence_attempts_questions_and_stop_reason(staff_user, ticket_t1001):
-    from tests.staffkit import client_for
+    from tests.support.staff import client_for
 
     client = client_for(staff_user)
     client.post(reverse("admin:tickets_ticket_investigate", args=[ticket_t1001.pk]))
@@ -86,7 +85,7 @@ def test_reviews_are_history_never_edited(staff_user, supervisor_user, demo):
 
 
 def test_a_user_without_the_review_permission_is_refused(outsider, demo):
-    from tests.staffkit import client_for
+    from tests.support.staff import client_for
 
     packet = make_runs(1)[0].packet
     client = client_for(outsider)
@@ -114,7 +113,7 @@ def test_api_tokens_are_created_in_the_admin_and_shown_once(staff_client, staff_
     api = staff_client.get("/api/runs", HTTP_AUTHORIZATION=f"Bearer {raw}")
     assert api.status_code == 200
     # each user sees only their own tokens
-    from tests.staffkit import client_for
+    from tests.support.staff import client_for
 
     other = client_for(supervisor_user).get(reverse("admin:agentrun_apitoken_changelist")).content.decode()
     assert "my script" not in other

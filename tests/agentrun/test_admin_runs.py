@@ -2,8 +2,7 @@
 from django.urls import reverse
 
 from agentrun.models import Approval, Run
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import client_for, make_runs
+from tests.support.staff import client_for, make_runs
 from tickets.models import Job
 
 

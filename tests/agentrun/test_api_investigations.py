@@ -2,8 +2,7 @@
 import pytest
 
 from agentrun.models import Run, RunRequest
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import bearer, make_runs
+from tests.support.staff import bearer, make_runs
 from tickets.models import Ticket
 
 URL = "/api/tickets/T-1001/investigations"

@@ -4,8 +4,7 @@ import json
 import pytest
 
 from agentrun.models import PacketReview, ReviewPacket
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import bearer, make_runs
+from tests.support.staff import bearer, make_runs
 
 
 def _error(response, status: int, code: str) -> dict:

@@ -10,10 +10,9 @@ from agentrun.checks import APPROVAL_TOO_SHORT, approval_time_check
 from agentrun.models import Approval, Run
 from agentrun.roles import SUPERVISORS
 from agentrun.staff import Refused, do_answer_approval
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import bearer, make_user
-from tests.test_packet_webhook import configure, hook, investigate, receivers  # noqa: F401
-from tests.workers import wait_for
+from tests.support.staff import bearer, make_user
+from tests.support.webhooks import investigate
+from tests.support.workers import wait_for
 from tickets.models import Job
 
 J42 = {"call": {"tool": "read_job_status", "args": {"job_id": "J-42"}}}
@@ -134,7 +133,7 @@ def test_the_check_reads_the_setting(db, settings):
 def test_the_run_and_packet_pages_list_the_approvals_asked_for(waiting, supervisor_user):
     from django.urls import reverse
 
-    from tests.staffkit import client_for
+    from tests.support.staff import client_for
 
     client = client_for(supervisor_user)
     page = client.get(reverse("admin:agentrun_run_change", args=[waiting.pk]))

@@ -1,9 +1,6 @@
 """Bad configuration stops a process with the setting named; bad command arguments get a clear error and change nothing."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from io import StringIO
 
 import pytest
@@ -11,13 +8,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from agentrun.models import Run
-from tests.workers import ROOT
+from tests.support.commands import manage_check
 from tickets.models import Ticket
-
-
-def manage_check(**env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=120)
 
 
 def test_a_misspelt_tool_in_require_approval_stops_the_process():

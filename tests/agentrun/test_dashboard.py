@@ -12,8 +12,7 @@ from agentrun.dashboard import UNKNOWN_TOOL, Period, PeriodError, outcomes, peri
 from agentrun.models import ModelRequest
 from agentrun.reviews import packet_review
 from tickets.models import Ticket
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import make_runs
+from tests.support.staff import make_runs
 
 
 @pytest.fixture

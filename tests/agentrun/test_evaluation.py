@@ -13,7 +13,6 @@ from agentrun.loop import run_advance
 from agentrun.models import Evaluation, EvaluationCase, ReviewPacket, Run
 from agentrun.reviews import packet_review
 from agentrun.services import run_start
-from tests.staffkit import roles, staff_client, staff_user, supervisor_client, supervisor_user  # noqa: F401
 from tickets.models import Job, Ticket
 
 pytestmark = pytest.mark.usefixtures("settle")

@@ -7,8 +7,7 @@ import pytest
 from agentrun.models import ReviewPacket
 from agentrun.services import investigation_start
 from agentrun.timeline import evidence_for
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import bearer, client_for
+from tests.support.staff import bearer, client_for
 from tickets.models import Document, DocumentRevision, Ticket
 
 pytestmark = pytest.mark.usefixtures("settle")

@@ -1,6 +1,6 @@
 """The account-data tools read from the operator's own services (agentrun/httpbackends.py), over real sockets.
 
-tests/operatorserver.py serves the demo data set as the operator's job API and a
+tests/support/operatorserver.py serves the demo data set as the operator's job API and a
 Statuspage summary would; the runs go through the production loop (`play`, run_advance).
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ from agentrun.selectors import run_report
 from agentrun.services import run_start
 from agentrun.tools import TOOLS
 from agentrun.waiting import operations_settle
-from tests.operatorserver import Answer, OperatorServer, demo_jobs, statuspage_summary
-from tests.test_config_and_commands import manage_check
+from tests.support.operatorserver import Answer, OperatorServer, demo_jobs, statuspage_summary
+from tests.support.commands import manage_check
 from tickets.models import Evidence, Service, Ticket
 from tickets.selectors import SessionScope
 

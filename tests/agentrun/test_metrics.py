@@ -17,7 +17,7 @@ from agentrun.services import run_start
 from agentrun.statuses import Status
 from agentrun.tools import TOOLS
 from agentrun.watchdog import watchdog_pass
-from tests.metricskit import grew, label_sets, scrape, value
+from tests.support.metrics import grew, label_sets, scrape, value
 
 pytestmark = pytest.mark.usefixtures("settle")
 

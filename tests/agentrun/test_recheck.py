@@ -15,9 +15,8 @@ from django.urls import reverse
 from agentrun.lookups import UNBOUNDED
 from agentrun.models import EvidenceCheck, PacketReview, ReviewPacket, ToolAttempt
 from agentrun.tools import TOOLS
-from tests.operatorserver import Answer, OperatorServer, demo_jobs, statuspage_summary
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import bearer, client_for
+from tests.support.operatorserver import Answer, OperatorServer, demo_jobs, statuspage_summary
+from tests.support.staff import bearer, client_for
 from tickets.models import CustomerSession, Job
 from tickets.services import document_publish
 

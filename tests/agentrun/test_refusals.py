@@ -8,8 +8,7 @@ from agentrun.models import ModelRequest, Observation, ReviewPacket, Run
 from agentrun.refusals import refusal_of_call, refusal_of_calls, refusal_of_denial
 from agentrun.services import investigation_start
 from agentrun.statuses import Detail, Status, Stop
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import bearer
+from tests.support.staff import bearer
 from tickets.models import Job, Ticket
 
 pytestmark = pytest.mark.usefixtures("settle")
@@ -131,7 +130,7 @@ def test_a_completed_run_refused_nothing(play):
 
 
 def test_the_packet_page_and_the_api_show_the_refusal(staff_user, demo_committed):
-    from tests.staffkit import client_for
+    from tests.support.staff import client_for
 
     packet = _investigated("T-1005")
     page = client_for(staff_user).get(f"/admin/agentrun/reviewpacket/{packet.pk}/change/").content.decode()

@@ -7,8 +7,7 @@ from agentrun.auth import token_user
 from agentrun.models import ApiToken, PacketReview, Run
 from agentrun.roles import INTEGRATIONS, ROLES, SUPERVISORS, SUPPORT_STAFF, roles_setup
 from agentrun.staff import Refused, do_answer_approval, do_cancel, do_investigate, do_review
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import make_runs
+from tests.support.staff import make_runs
 
 
 def test_setup_roles_creates_exactly_the_three_groups_and_is_idempotent(db):

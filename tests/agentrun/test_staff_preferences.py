@@ -11,9 +11,8 @@ from django.utils import timezone
 
 from agentrun.models import StaffPreference, default_time_zone, validate_time_zone
 from agentrun.selectors import staff_time_zone
-from tests.staffkit import *  # noqa: F401,F403
 from supportagent.settings import env_time_zone
-from tests.staffkit import client_for, make_runs
+from tests.support.staff import client_for, make_runs
 
 FAILED_AT = datetime(2026, 9, 14, 10, 2, tzinfo=dt_timezone.utc)
 

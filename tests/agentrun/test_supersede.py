@@ -7,9 +7,8 @@ from django.db import connection
 from agentrun.models import PacketReview, ReviewPacket
 from agentrun.reviews import packet_review
 from agentrun.staff import Refused, do_review
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import make_user
-from tests.test_packet_webhook import investigate
+from tests.support.staff import make_user
+from tests.support.webhooks import investigate
 from tickets.models import Ticket
 
 

@@ -21,7 +21,7 @@ from agentrun.statuses import TERMINAL, Status
 from agentrun.tasks import advance_run
 from agentrun.tasks import watchdog
 from supportagent.celery import app as celery_app
-from tests.workers import ROOT, Cluster, broker_down, publishing_to, wait_for
+from tests.support.workers import ROOT, Cluster, broker_down, publishing_to, terminal, wait_for
 from tickets.models import Ticket
 
 J42 = {"call": {"tool": "read_job_status", "args": {"job_id": "J-42"}}}
@@ -41,11 +41,6 @@ def cluster(demo_committed, tmp_path):
 def scenario_run(model, **fields) -> Run:
     data = {"name": "worker", "session": "S-ACME-1", "ticket": "T-1001", "model": model, **fields}
     return create_scenario_run(Scenario.model_validate(data))
-
-
-def terminal(run_id: int) -> Run | None:
-    run = Run.objects.get(pk=run_id)
-    return run if run.status in TERMINAL else None
 
 
 def packet_content(run: Run) -> dict:

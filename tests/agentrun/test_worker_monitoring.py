@@ -10,9 +10,8 @@ import pytest
 from agentrun.services import investigation_start
 from agentrun.statuses import Status
 from supportagent.celery import app as celery_app
-from tests.metricskit import free_port, parse, value
-from tests.test_worker import terminal
-from tests.workers import ROOT, Cluster, publishing_to, wait_for
+from tests.support.metrics import free_port, parse, value
+from tests.support.workers import ROOT, Cluster, publishing_to, terminal, wait_for
 from tickets.models import Ticket
 
 

@@ -10,7 +10,7 @@ import uuid
 import psycopg
 import pytest
 
-from tests.workers import ROOT
+from tests.support.workers import ROOT
 
 KEYS = {"commits_per_cycle", "statements_per_run", "ms_per_run_median", "floor_ms_per_run_median", "ratio_to_floor",
         "sql_alone_ratio_to_floor", "concurrency_efficiency", "floor_concurrency_efficiency", "rss_growth_ratio",

@@ -4,18 +4,22 @@ Screenshots of every page visited go to test-artifacts/.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-
-# Playwright's sync API runs an event loop in this thread; the ORM calls in test bodies are still synchronous.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def orm_beside_playwright():
+    """Playwright's sync API runs an event loop in this thread; the ORM calls in test bodies are still synchronous."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,7 @@ from django.core.cache import cache
 from playwright.sync_api import expect
 
 from agentrun.models import PacketReview, Run
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import PASSWORD
+from tests.support.staff import PASSWORD
 from tickets.models import Job, Ticket
 
 

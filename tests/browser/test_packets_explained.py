@@ -4,8 +4,7 @@ from playwright.sync_api import expect
 
 from agentrun.models import ReviewPacket
 from agentrun.services import investigation_start
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import PASSWORD
+from tests.support.staff import PASSWORD
 from tickets.models import Ticket
 
 PHONE = {"width": 390, "height": 844}

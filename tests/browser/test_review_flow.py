@@ -6,8 +6,7 @@ import re
 from playwright.sync_api import expect
 
 from agentrun.models import Approval, PacketReview, ReviewPacket, Run
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import PASSWORD, make_runs
+from tests.support.staff import PASSWORD, make_runs
 from tickets.models import Account, CustomerSession, Job, Ticket
 
 

@@ -9,8 +9,7 @@ from playwright.sync_api import expect
 
 from agentrun.models import Approval, ReviewPacket, Run
 from agentrun.services import investigation_start
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import PASSWORD, make_runs
+from tests.support.staff import PASSWORD, make_runs
 from tickets.models import Ticket
 
 WIDTHS = {"desktop": 1400, "phone": 390}

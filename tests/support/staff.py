@@ -1,12 +1,11 @@
-"""Fixtures and factories for the staff-surface tests (admin, API, dashboard, roles, browser).
+"""Factories for the staff-surface tests (admin, API, dashboard, roles, browser).
 
-Import the fixtures into a test module with `from tests.staffkit import *`.
+The users and clients they make for each role are fixtures in tests/conftest.py.
 """
 from __future__ import annotations
 
 from datetime import timedelta
 
-import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.utils import timezone
@@ -14,14 +13,10 @@ from django.utils import timezone
 from agentrun.auth import token_create
 from agentrun.budgets import Budget
 from agentrun.models import ModelRequest, ReviewPacket, Run, ToolAttempt
-from agentrun.roles import SUPERVISORS, SUPPORT_STAFF, roles_setup
 from agentrun.statuses import TERMINAL
 from tickets.models import Ticket
 
 PASSWORD = "a-long-test-password"
-
-__all__ = ["roles", "staff_user", "supervisor_user", "outsider", "staff_client", "supervisor_client",
-           "make_user", "client_for", "bearer", "make_runs", "PASSWORD"]
 
 
 def make_user(username: str, group: str | None) -> User:
@@ -40,37 +35,6 @@ def client_for(user: User) -> Client:
 def bearer(user: User) -> dict[str, str]:
     _, raw = token_create(user=user, name="test")
     return {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
-
-
-@pytest.fixture
-def roles(db):
-    return roles_setup()
-
-
-@pytest.fixture
-def staff_user(roles) -> User:
-    return make_user("staff", SUPPORT_STAFF)
-
-
-@pytest.fixture
-def supervisor_user(roles) -> User:
-    return make_user("supervisor", SUPERVISORS)
-
-
-@pytest.fixture
-def outsider(roles) -> User:
-    """Can log in to the admin, holds no role."""
-    return make_user("outsider", None)
-
-
-@pytest.fixture
-def staff_client(staff_user) -> Client:
-    return client_for(staff_user)
-
-
-@pytest.fixture
-def supervisor_client(supervisor_user) -> Client:
-    return client_for(supervisor_user)
 
 
 ENDINGS = [("COMPLETED", ""), ("NEEDS_HELP", ""), ("NO_PROGRESS", ""), ("INVALID_OR_FORBIDDEN", "forbidden"),

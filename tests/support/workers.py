@@ -13,7 +13,10 @@ from pathlib import Path
 
 from django.db import connection
 
-ROOT = Path(__file__).resolve().parent.parent
+from agentrun.models import Run
+from agentrun.statuses import TERMINAL
+
+ROOT = Path(__file__).resolve().parents[2]
 CELERY = str(Path(sys.executable).with_name("celery"))
 BROKER_URL = "redis://127.0.0.1:6379/0"
 
@@ -130,3 +133,9 @@ def wait_for(predicate: Callable[[], object], timeout: float, what: str, every: 
             return value
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def terminal(run_id: int) -> Run | None:
+    """The run once it has ended (a predicate for `wait_for`), else None."""
+    run = Run.objects.get(pk=run_id)
+    return run if run.status in TERMINAL else None

@@ -9,9 +9,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from tests.staffkit import *  # noqa: F401,F403
-from tests.test_config_and_commands import manage_check
-from tests.staffkit import PASSWORD, bearer
+from tests.support.commands import manage_check
+from tests.support.staff import PASSWORD, bearer
 
 LOGIN = "/admin/login/?next=/admin/"
 

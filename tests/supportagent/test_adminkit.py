@@ -7,8 +7,7 @@ from django.test import Client
 from django.urls import reverse
 
 from agentrun.models import BudgetDefaults
-from tests.staffkit import *  # noqa: F403
-from tests.staffkit import PASSWORD, make_runs
+from tests.support.staff import PASSWORD, make_runs
 
 
 def _queries(model) -> list[str]:

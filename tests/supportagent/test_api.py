@@ -3,8 +3,7 @@ import pytest
 from django.test import Client
 
 from agentrun.models import Run
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import bearer
+from tests.support.staff import bearer
 
 PATHS = ["/api/", "/api/nothing", "/api/runs", "/api/runs/1", "/api/runs/abc", "/api/runs/1/cancel",
          "/api/tickets/T-1001/investigations", "/api/tickets/T-404/investigations", "/api/packets/1",

@@ -9,7 +9,7 @@ import sys
 
 from agentrun.waiting import call_with_timeout
 from supportagent.logs import RUN_CONTEXT, JsonFormatter, RunContextFilter, log_step, run_logging
-from tests import workers
+from tests.support import workers
 from tickets.models import Document, Ticket
 
 

@@ -8,7 +8,7 @@ import json
 from django.db import connection
 from django.test import Client, override_settings
 
-from tests.metricskit import free_port
+from tests.support.metrics import free_port
 
 BROKER = "redis://127.0.0.1:6379/0"
 TOKEN = "metrics-token-0123456789abcdef"

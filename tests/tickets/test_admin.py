@@ -2,8 +2,7 @@
 from django.urls import reverse
 
 from agentrun.models import Run, RunRequest
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import client_for, make_runs
+from tests.support.staff import client_for, make_runs
 
 
 def test_ticket_list_shows_the_latest_run_status_and_packet_state(staff_client, demo):

@@ -6,8 +6,7 @@ from django.contrib.auth.models import Permission, User
 
 from tickets.models import Document, DocumentRevision
 from tickets.selectors import documents_search
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import PASSWORD, bearer
+from tests.support.staff import PASSWORD, bearer
 
 PAGE = {"title": "Moving a workspace", "body": "Moving keeps every heron in place.", "public": True}
 

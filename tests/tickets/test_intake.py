@@ -14,8 +14,7 @@ from agentrun.models import Run, RunRequest
 from agentrun.roles import INTEGRATIONS, integration_user_setup
 from agentrun.selectors import run_context
 from agentrun.services import investigation_start
-from tests.staffkit import *  # noqa: F401,F403
-from tests.staffkit import bearer, make_runs
+from tests.support.staff import bearer, make_runs
 from tickets.intake import ref_candidates
 from tickets.models import CustomerSession, CustomerUser, Ticket
 

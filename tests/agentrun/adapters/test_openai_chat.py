@@ -20,7 +20,7 @@ from agentrun.loop import run_advance
 from agentrun.models import ModelRequest, Run
 from agentrun.selectors import run_report
 from agentrun.services import run_start
-from tests.fakeprovider import (
+from tests.support.fakeprovider import (
     BUDGET, OFFERED, OPENAI, RESERVED_COST, RESERVED_TOKENS, FakeProvider, add_long_evidence, assert_first_reply_not_used,
     cost, dispatched, input_bytes, run_investigation,
 )
