@@ -12,7 +12,7 @@ from ninja.responses import codes_4xx
 from pydantic import ConfigDict, field_validator
 
 from .approvals import approval_shown
-from .models import PacketReview, ReviewPacket, Run
+from .models import Approval, PacketReview, ReviewPacket, Run, RunRequest
 from .staff import (
     access_packet,
     access_run,
@@ -25,8 +25,9 @@ from .staff import (
     require,
 )
 from .recheck import ItemCheck, document_links
+from .recheck_compare import Outcome
 from .statuses import Detail, Status
-from .timeline import budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
+from .timeline import StepKind, budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
 
 router = Router(tags=["agent"])
 ERRORS = codes_4xx | frozenset({413, 422})  # ninja's 4xx set leaves out 413 (body too large) and 422 (invalid input)
@@ -63,7 +64,7 @@ class RunOut(Schema):
 
 
 class StepOut(Schema):
-    kind: str
+    kind: StepKind
     seq: int
     started_at: datetime
     finished_at: datetime | None
@@ -123,7 +124,7 @@ class ApprovalOut(Schema):
     id: int
     tool: str
     args: dict[str, Any]
-    state: str
+    state: Approval.State
     reason: str
     note: str
     requested_at: datetime
@@ -152,7 +153,7 @@ class ReviewOut(Schema):
     id: int
     packet_id: int
     reviewer: str | None = Field(description="Empty (null) for a system entry: a packet superseded by a newer one.")
-    decision: str
+    decision: PacketReview.Decision
     note: str
     acknowledged_changed_evidence: bool
     changed_evidence: list[str]
@@ -170,7 +171,7 @@ class DifferenceOut(Schema):
 
 class EvidenceCheckOut(Schema):
     ref: str
-    result: Literal["unchanged", "changed", "gone", "could_not_check"]
+    result: Outcome
     label: str
     reason: str
     differences: list[DifferenceOut]
@@ -193,7 +194,7 @@ class PacketOut(Schema):
     stop_explanation: str
     refused: RefusedOut | None = Field(description="The proposal the run ended on, when it ended on one.")
     budget_spent: dict[str, Any]
-    review_state: str
+    review_state: ReviewPacket.ReviewState
     reviews: list[ReviewOut]
     created_at: datetime
     evidence_checks: list[EvidenceCheckOut]
@@ -205,13 +206,13 @@ class StrictIn(Schema):
 
 
 class ReviewIn(StrictIn):
-    decision: Literal["accept", "reject"]
+    decision: Literal[tuple(PacketReview.Action.values)]
     note: str = Field("", max_length=2000, pattern=SAFE_TEXT)
     acknowledge_changed_evidence: bool = False
 
 
 class ApprovalIn(StrictIn):
-    decision: Literal["grant", "deny"]
+    decision: Literal[tuple(Approval.Answer.values)]
     reason: str = Field("", max_length=2000, pattern=SAFE_TEXT,
                         description="Why the call is denied (optional); kept on the approval and shown in the packet.")
 
@@ -335,7 +336,7 @@ def start_investigation(
 ):
     """Start an investigation of the ticket. A retry with the same `Idempotency-Key` returns the same run."""
     ticket = access_ticket(user=request.auth, ref=ref)
-    run, _created = do_investigate(user=request.auth, ticket=ticket, via="api", idempotency_key=idempotency_key or "")
+    run, _created = do_investigate(user=request.auth, ticket=ticket, via=RunRequest.Via.API, idempotency_key=idempotency_key or "")
     return Reply(202, run_out(access_run(user=request.auth, run_id=run.pk)))
 
 
@@ -365,7 +366,7 @@ def cancel_run(request, run_id: int = IdPath):
 @router.post("/runs/{run_id}/approval", response={200: RunOut, ERRORS: ErrorOut})
 def answer_approval(request, payload: ApprovalIn, run_id: int = IdPath):
     """Grant or deny the call a run waits on (supervisors). After the deadline it changes nothing."""
-    do_answer_approval(user=request.auth, run_id=run_id, grant=payload.decision == "grant", note=payload.reason)
+    do_answer_approval(user=request.auth, run_id=run_id, grant=payload.decision == Approval.Answer.GRANT, note=payload.reason)
     return run_out(access_run(user=request.auth, run_id=run_id))
 
 
@@ -382,7 +383,7 @@ def review_packet(request, payload: ReviewIn, packet_id: int = IdPath):
     """Accept or reject a packet; a rejection needs a note. Accepting a packet whose evidence re-checks as changed
     or gone needs `acknowledge_changed_evidence: true` (409 `evidence_changed` otherwise). Reviews are appended,
     never edited."""
-    decision = PacketReview.Decision.ACCEPTED if payload.decision == "accept" else PacketReview.Decision.REJECTED
+    decision = PacketReview.Action(payload.decision).decision
     review = do_review(user=request.auth, packet_id=packet_id, decision=decision, note=payload.note,
                        acknowledge_changed_evidence=payload.acknowledge_changed_evidence)
     return Reply(201, review_out(PacketReview.objects.select_related("reviewer").get(pk=review.pk)))

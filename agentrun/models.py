@@ -161,13 +161,20 @@ class ToolAttempt(models.Model):
 class Observation(models.Model):
     """What the model was shown besides evidence: a reused receipt, a failure, a validation error.
 
-    DISCARDED records a late result refused by the run's steps; it is never shown to the model.
+    A DISCARDED observation records a late result refused by the run's steps; it is never shown to the model.
     """
 
-    DISCARDED = "discarded_late_result"
+    class Kind(models.TextChoices):
+        VALIDATION_ERROR = "validation_error", "reply not used"
+        RECEIPT_REUSED = "receipt_reused", "call already made"
+        INTERRUPTED = "interrupted", "call interrupted"
+        TOOL_FAILURE = "tool_failure", "lookup failed"
+        DISCARDED = "discarded_late_result", "late result discarded"
+
+    DISCARDED = Kind.DISCARDED  # the name the run's steps use
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="observations")
-    kind = models.CharField(max_length=32)
+    kind = models.CharField(max_length=32, choices=Kind.choices)
     text = models.TextField()
     evidence_ref = models.CharField(max_length=16, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -185,6 +192,12 @@ class Approval(models.Model):
         DENIED = "denied"
         USED = "used"
         EXPIRED = "expired"
+
+    class Answer(models.TextChoices):
+        """A supervisor's answer, as the API and the run page send it."""
+
+        GRANT = "grant"
+        DENY = "deny"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
     tool = models.CharField(max_length=64)
@@ -248,11 +261,16 @@ class ReviewPacket(models.Model):
 class RunRequest(models.Model):
     """Who started a run, from where, and the Idempotency-Key that makes a retried start return it."""
 
+    class Via(models.TextChoices):
+        ADMIN = "admin", "the admin"
+        API = "api", "the API"
+        INTAKE = "intake", "help desk intake"
+
     run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="request")
     requested_by = models.ForeignKey(
         "auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="run_requests"
     )
-    via = models.CharField(max_length=16, help_text="admin, api or command.")
+    via = models.CharField(max_length=16, choices=Via.choices)
     idempotency_key = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -301,6 +319,16 @@ class PacketReview(AppendOnly):
         ACCEPTED = "accepted"
         REJECTED = "rejected"
         SUPERSEDED = "superseded"
+
+    class Action(models.TextChoices):
+        """What a reviewer asks for, as the API and the packet page send it; `decision` is what is recorded."""
+
+        ACCEPT = "accept"
+        REJECT = "reject"
+
+        @property
+        def decision(self) -> PacketReview.Decision:
+            return PacketReview.Decision.ACCEPTED if self == self.ACCEPT else PacketReview.Decision.REJECTED
 
     packet = models.ForeignKey(ReviewPacket, on_delete=models.CASCADE, related_name="reviews")
     reviewer = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.PROTECT,
@@ -424,8 +452,13 @@ class WebhookDelivery(models.Model):
         DELIVERED = "delivered"
         FAILED = "failed"
 
+    class EventType(models.TextChoices):
+        PACKET_WRITTEN = "packet.written"
+        PACKET_REVIEWED = "packet.reviewed"
+        APPROVAL_WAITING = "approval.waiting"
+
     event_id = models.UUIDField(unique=True, help_text="The event's id, sent as its `id`.")
-    event_type = models.CharField(max_length=32)
+    event_type = models.CharField(max_length=32, choices=EventType.choices)
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
                             db_index=False)
     payload = models.JSONField()
@@ -538,9 +571,9 @@ class EvaluationCase(models.Model):
         Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="evaluation_case"
     )
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
-    original_review = models.CharField(max_length=16, blank=True, default="")
+    original_review = models.CharField(max_length=16, choices=ReviewPacket.ReviewState.choices, blank=True, default="")
     status = models.CharField(max_length=24, choices=Status.choices, blank=True, default="")
-    detail = models.CharField(max_length=24, blank=True, default="")
+    detail = models.CharField(max_length=24, choices=Detail.choices, blank=True, default="")
     drafted = models.BooleanField(default=False)
     original_drafted = models.BooleanField(default=False)
     cited_sources = models.JSONField(default=list, blank=True, help_text="Tool and arguments of each cited item.")
