@@ -23,7 +23,7 @@ from supportagent.csvexport import csv_response
 from .approvals import approval_shown
 from .auth import token_create
 from .adapters import BuiltInModel
-from .budgets import Budget, BudgetError
+from .budgets import Budget, BudgetError, budget_limits
 from .config import budget_defaults
 from .dashboard_views import refusal
 from .middleware import SESSION_KEY as TIME_ZONE_SESSION_KEY
@@ -530,9 +530,12 @@ class ApiTokenAdmin(StaffSiteAdmin):
 
 
 class BudgetDefaultsForm(forms.ModelForm):
+    """One field per limit of Budget, described as Budget describes it; empty keeps the default."""
+
     class Meta:
         model = BudgetDefaults
         fields = BudgetDefaults.FIELDS
+        help_texts = {name: bound.help for name, (_, bound) in budget_limits().items()}
 
     def clean(self):
         cleaned = super().clean()

@@ -12,6 +12,7 @@ from ninja.responses import codes_4xx
 from pydantic import ConfigDict, field_validator
 
 from .approvals import approval_shown
+from .budgets import BudgetSchema
 from .models import Approval, PacketReview, ReviewPacket, Run, RunRequest
 from .staff import (
     access_packet,
@@ -59,7 +60,7 @@ class RunOut(Schema):
     tool_attempts: int
     tokens_used: int
     cost_micros: int
-    budget: dict[str, Any]
+    budget: BudgetSchema
     packet_id: int | None
 
 

@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from .budgets import Budget, Usage
+from .budgets import Bound, Budget, Usage, budget_limits
 from .recheck_compare import Outcome
 from .statuses import ACTIVE, Detail, Status
 
@@ -406,24 +406,11 @@ class BudgetDefaults(models.Model):
     run keeps the budget it started with.
     """
 
-    max_model_requests = models.PositiveIntegerField(null=True, blank=True)
-    max_tool_attempts = models.PositiveIntegerField(null=True, blank=True)
-    deadline_seconds = models.FloatField(null=True, blank=True)
-    operation_timeout_seconds = models.FloatField(null=True, blank=True)
-    max_input_tokens = models.PositiveIntegerField(null=True, blank=True)
-    max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
-    max_total_tokens = models.PositiveBigIntegerField(null=True, blank=True)
-    max_cost_micros = models.PositiveBigIntegerField(null=True, blank=True)
-    max_tool_result_chars = models.PositiveIntegerField(null=True, blank=True)
-    max_read_retries = models.PositiveIntegerField(null=True, blank=True)
+    # One nullable field per limit of Budget, added below from its declaration.
     updated_by = models.CharField(max_length=150, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    FIELDS = (
-        "max_model_requests", "max_tool_attempts", "deadline_seconds", "operation_timeout_seconds",
-        "max_input_tokens", "max_output_tokens", "max_total_tokens", "max_cost_micros",
-        "max_tool_result_chars", "max_read_retries",
-    )
+    FIELDS = tuple(budget_limits())
 
     class Meta:
         verbose_name = verbose_name_plural = "budget defaults"
@@ -438,6 +425,17 @@ class BudgetDefaults(models.Model):
     def current_overrides(cls) -> dict[str, int | float]:
         row = cls.objects.filter(pk=1).first()
         return row.overrides() if row else {}
+
+
+def override_field(kind: type, bound: Bound) -> models.Field:
+    """The column that holds a supervisor's override of one budget limit; empty keeps the default."""
+    if kind is float:
+        return models.FloatField(null=True, blank=True)
+    return (models.PositiveBigIntegerField if bound.wide else models.PositiveIntegerField)(null=True, blank=True)
+
+
+for _name, (_kind, _bound) in budget_limits().items():
+    BudgetDefaults.add_to_class(_name, override_field(_kind, _bound))
 
 
 # --- packet notifications to the help desk -----------------------------------------
