@@ -28,7 +28,7 @@ from .staff import (
 from .recheck import ItemCheck, document_links
 from .recheck_compare import Outcome
 from .statuses import Detail, Status
-from .timeline import StepKind, budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
+from .timeline import EvidenceView, StepKind, budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
 
 router = Router(tags=["agent"])
 ERRORS = codes_4xx | frozenset({413, 422})  # ninja's 4xx set leaves out 413 (body too large) and 422 (invalid input)
@@ -82,30 +82,6 @@ class StepOut(Schema):
     error: str
 
 
-class DocumentOut(Schema):
-    code: str
-    revision: str
-    title: str
-    url: str = Field(description="The admin page of this revision; empty when the revision is gone.")
-    excerpt: str
-    suspected_injection: bool = Field(description="The excerpt addresses the agent (a suspected prompt injection).")
-    injection: str | None = Field(description="The phrase that addresses the agent, as written.")
-
-
-class EvidenceOut(Schema):
-    ref: str
-    tool: str
-    args: dict[str, Any]
-    source_kind: str
-    source: str
-    excerpt: str
-    truncated: bool
-    captured_at: datetime
-    documents: list[DocumentOut] = Field(description="A search result's documents, each on its own.")
-    suspected_injection: bool = Field(description="Some text of this source addresses the agent.")
-    injection_phrase: str | None
-
-
 class RefusedOut(Schema):
     tool: str | None
     args: Any
@@ -139,7 +115,7 @@ class RunDetailOut(RunOut):
     pending_call: dict[str, Any] | None
     approvals: list[ApprovalOut]
     timeline: list[StepOut]
-    evidence: list[EvidenceOut]
+    evidence: list[EvidenceView]
     budget_bars: list[BarOut]
 
 
@@ -187,7 +163,7 @@ class PacketOut(Schema):
     subject: str
     body: str
     summary: str | None
-    evidence: list[EvidenceOut]
+    evidence: list[EvidenceView]
     attempts: list[dict[str, Any]]
     open_questions: list[str]
     stop_reason: Status
@@ -265,7 +241,7 @@ def run_detail_out(run: Run) -> dict[str, Any]:
         "pending_call": run.pending_call,
         "approvals": approvals_out(run),
         "timeline": [s.as_dict() for s in run_timeline(run=run)],
-        "evidence": [e.as_dict() for e in evidence_for(ticket_id=run.ticket_id, refs=list(run.evidence_refs))],
+        "evidence": evidence_for(ticket_id=run.ticket_id, refs=list(run.evidence_refs)),
         "budget_bars": [b.as_dict() for b in budget_bars(run=run)],
     }
 
@@ -294,7 +270,7 @@ def packet_out(packet: ReviewPacket, checks: list[ItemCheck]) -> dict[str, Any]:
     return {
         "id": packet.pk, "run_id": run.pk, "ticket": run.ticket.ref,
         "subject": run.subject, "body": run.body, "summary": packet.summary,
-        "evidence": [e.as_dict() for e in evidence_for(ticket_id=run.ticket_id, refs=list(packet.evidence_refs))],
+        "evidence": evidence_for(ticket_id=run.ticket_id, refs=list(packet.evidence_refs)),
         "attempts": packet.attempts, "open_questions": packet.open_questions,
         "stop_reason": packet.stop_reason, "detail": packet.detail or None,
         "stop_explanation": stop_explanation(

@@ -9,6 +9,7 @@ from typing import Any
 from django.db.models import TextChoices
 from django.urls import reverse
 from django.utils import timezone
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from tickets.models import DocumentRevision, Evidence
 
@@ -130,38 +131,49 @@ SOURCE_KIND = {
 }
 
 
-@dataclass(frozen=True)
-class DocumentView:
+class DocumentView(BaseModel):
     """One document of a search result, as a source: which revision, a link to it, what it says."""
+
+    model_config = ConfigDict(frozen=True)
 
     code: str
     revision: str
     title: str
-    url: str
+    url: str = Field(description="The admin page of this revision; empty when the revision is gone.")
     excerpt: str
-    injection: str | None
+    injection: str | None = Field(description="The phrase that addresses the agent, as written.")
 
-    def as_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "suspected_injection": self.injection is not None}
+    @computed_field(description="The excerpt addresses the agent (a suspected prompt injection).")
+    @property
+    def suspected_injection(self) -> bool:
+        return self.injection is not None
 
 
-@dataclass(frozen=True)
-class EvidenceView:
+class EvidenceView(BaseModel):
+    """One evidence item as staff see it, on the staff pages and in the API (the same fields, the same names)."""
+
+    model_config = ConfigDict(frozen=True)
+
     ref: str
     tool: str
     args: dict[str, Any]
-    source_kind: str
+    source_kind: SourceKind
     source: str
     excerpt: str
     truncated: bool
     captured_at: datetime
-    documents: tuple[DocumentView, ...] = ()
-    injection: str | None = None
+    documents: tuple[DocumentView, ...] = Field((), description="A search result's documents, each on its own.")
+    injection_phrase: str | None = Field(None, description="The phrase that addresses the agent, as written.")
 
-    def as_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "captured_at": self.captured_at.isoformat(),
-                "documents": [d.as_dict() for d in self.documents],
-                "suspected_injection": self.injection is not None, "injection_phrase": self.injection}
+    @computed_field(description="Some text of this source addresses the agent.")
+    @property
+    def suspected_injection(self) -> bool:
+        return self.injection_phrase is not None
+
+    @property
+    def injection(self) -> str | None:
+        """The phrase, under the name a document's view gives it."""
+        return self.injection_phrase
 
 
 def evidence_view(e: Evidence, revision_urls: dict[tuple[str, str], str] | None = None) -> EvidenceView:
@@ -169,8 +181,9 @@ def evidence_view(e: Evidence, revision_urls: dict[tuple[str, str], str] | None 
     documents = _documents(content, revision_urls or {}) if e.tool == ToolName.SEARCH_DOCS else ()
     injection = next((d.injection for d in documents if d.injection), None) or (
         None if e.tool == ToolName.SEARCH_DOCS else suspected_injection(e.content))
-    return EvidenceView(e.ref, e.tool, e.args, SOURCE_KIND.get(e.tool, SourceKind.OTHER), _source(e), _excerpt(e, content),
-                        e.truncated, e.captured_at, documents, injection)
+    return EvidenceView(ref=e.ref, tool=e.tool, args=e.args, source_kind=SOURCE_KIND.get(e.tool, SourceKind.OTHER),
+                        source=_source(e), excerpt=_excerpt(e, content), truncated=e.truncated,
+                        captured_at=e.captured_at, documents=documents, injection_phrase=injection)
 
 
 def _content(e: Evidence) -> dict[str, Any] | None:
@@ -184,8 +197,8 @@ def _content(e: Evidence) -> dict[str, Any] | None:
 def _documents(content: dict[str, Any] | None, urls: dict[tuple[str, str], str]) -> tuple[DocumentView, ...]:
     hits = (content or {}).get("results", [])
     return tuple(
-        DocumentView(h["id"], h["revision"], h["title"], urls.get((h["id"], h["revision"]), ""),
-                     cut_excerpt(h["excerpt"]), suspected_injection(h["excerpt"]))
+        DocumentView(code=h["id"], revision=h["revision"], title=h["title"], url=urls.get((h["id"], h["revision"]), ""),
+                     excerpt=cut_excerpt(h["excerpt"]), injection=suspected_injection(h["excerpt"]))
         for h in hits
     )
 
