@@ -22,7 +22,8 @@ from supportagent.csvexport import csv_response
 
 from .approvals import approval_shown
 from .auth import token_create
-from .budgets import Budget, BudgetError
+from .adapters import BuiltInModel
+from .budgets import Budget, BudgetError, budget_limits
 from .config import budget_defaults
 from .dashboard_views import refusal
 from .middleware import SESSION_KEY as TIME_ZONE_SESSION_KEY
@@ -169,6 +170,7 @@ class RunAdmin(ReadOnlyAdmin):
             "run": run,
             "packet": packet,
             "actor": investigator(run.model_name),
+            "model_named": run.model_name != BuiltInModel.RULES,  # the rules investigator is named by `actor`
             "explanation": _explanation(run, packet),
             "timeline": run_timeline(run=run),
             "evidence": evidence_for(ticket_id=run.ticket_id, refs=list(run.evidence_refs)),
@@ -216,16 +218,17 @@ class RunAdmin(ReadOnlyAdmin):
 
     def approval_view(self, request, run_id: int):
         decision = request.POST.get("decision")
-        if decision not in ("grant", "deny"):
+        if decision not in Approval.Answer.values:
             messages.error(request, "Choose approve or deny.")
             return HttpResponseRedirect(run_url(run_id))
+        grant = decision == Approval.Answer.GRANT
         try:
-            run = do_answer_approval(user=request.user, run_id=run_id, grant=decision == "grant",
-                                     note=request.POST.get("reason", "") if decision == "deny" else "")
+            run = do_answer_approval(user=request.user, run_id=run_id, grant=grant,
+                                     note="" if grant else request.POST.get("reason", ""))
         except Refused as exc:
             messages.error(request, exc.message)
             return HttpResponseRedirect(run_url(run_id))
-        word = "approved" if decision == "grant" else "denied"
+        word = "approved" if grant else "denied"
         messages.success(request, f"Call {word}. Run {run.pk}: {stop_name(run.status).lower()}.")
         return HttpResponseRedirect(reverse("admin:agentrun_run_progress", args=[run.pk]))
 
@@ -365,11 +368,11 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
 
     def review_view(self, request, packet_id: int):
         """Record the review, then open the next pending packet (the queue when none is left)."""
-        decision = {"accept": PacketReview.Decision.ACCEPTED, "reject": PacketReview.Decision.REJECTED}.get(
-            request.POST.get("decision", ""))
-        if decision is None:
+        action = request.POST.get("decision", "")
+        if action not in PacketReview.Action.values:
             messages.error(request, "Choose accept or reject.")
             return HttpResponseRedirect(packet_url(packet_id))
+        decision = PacketReview.Action(action).decision
         try:
             review = do_review(user=request.user, packet_id=packet_id, decision=decision,
                                note=request.POST.get("note", ""),
@@ -527,9 +530,12 @@ class ApiTokenAdmin(StaffSiteAdmin):
 
 
 class BudgetDefaultsForm(forms.ModelForm):
+    """One field per limit of Budget, described as Budget describes it; empty keeps the default."""
+
     class Meta:
         model = BudgetDefaults
         fields = BudgetDefaults.FIELDS
+        help_texts = {name: bound.help for name, (_, bound) in budget_limits().items()}
 
     def clean(self):
         cleaned = super().clean()

@@ -12,7 +12,8 @@ from ninja.responses import codes_4xx
 from pydantic import ConfigDict, field_validator
 
 from .approvals import approval_shown
-from .models import PacketReview, ReviewPacket, Run
+from .budgets import BudgetSchema
+from .models import Approval, PacketReview, ReviewPacket, Run, RunRequest
 from .staff import (
     access_packet,
     access_run,
@@ -25,8 +26,9 @@ from .staff import (
     require,
 )
 from .recheck import ItemCheck, document_links
+from .recheck_compare import Outcome
 from .statuses import Detail, Status
-from .timeline import budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
+from .timeline import EvidenceView, StepKind, budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
 
 router = Router(tags=["agent"])
 ERRORS = codes_4xx | frozenset({413, 422})  # ninja's 4xx set leaves out 413 (body too large) and 422 (invalid input)
@@ -58,12 +60,12 @@ class RunOut(Schema):
     tool_attempts: int
     tokens_used: int
     cost_micros: int
-    budget: dict[str, Any]
+    budget: BudgetSchema
     packet_id: int | None
 
 
 class StepOut(Schema):
-    kind: str
+    kind: StepKind
     seq: int
     started_at: datetime
     finished_at: datetime | None
@@ -78,30 +80,6 @@ class StepOut(Schema):
     charged_cost_micros: int | None
     evidence: str | None
     error: str
-
-
-class DocumentOut(Schema):
-    code: str
-    revision: str
-    title: str
-    url: str = Field(description="The admin page of this revision; empty when the revision is gone.")
-    excerpt: str
-    suspected_injection: bool = Field(description="The excerpt addresses the agent (a suspected prompt injection).")
-    injection: str | None = Field(description="The phrase that addresses the agent, as written.")
-
-
-class EvidenceOut(Schema):
-    ref: str
-    tool: str
-    args: dict[str, Any]
-    source_kind: str
-    source: str
-    excerpt: str
-    truncated: bool
-    captured_at: datetime
-    documents: list[DocumentOut] = Field(description="A search result's documents, each on its own.")
-    suspected_injection: bool = Field(description="Some text of this source addresses the agent.")
-    injection_phrase: str | None
 
 
 class RefusedOut(Schema):
@@ -123,7 +101,7 @@ class ApprovalOut(Schema):
     id: int
     tool: str
     args: dict[str, Any]
-    state: str
+    state: Approval.State
     reason: str
     note: str
     requested_at: datetime
@@ -137,7 +115,7 @@ class RunDetailOut(RunOut):
     pending_call: dict[str, Any] | None
     approvals: list[ApprovalOut]
     timeline: list[StepOut]
-    evidence: list[EvidenceOut]
+    evidence: list[EvidenceView]
     budget_bars: list[BarOut]
 
 
@@ -152,7 +130,7 @@ class ReviewOut(Schema):
     id: int
     packet_id: int
     reviewer: str | None = Field(description="Empty (null) for a system entry: a packet superseded by a newer one.")
-    decision: str
+    decision: PacketReview.Decision
     note: str
     acknowledged_changed_evidence: bool
     changed_evidence: list[str]
@@ -170,7 +148,7 @@ class DifferenceOut(Schema):
 
 class EvidenceCheckOut(Schema):
     ref: str
-    result: Literal["unchanged", "changed", "gone", "could_not_check"]
+    result: Outcome
     label: str
     reason: str
     differences: list[DifferenceOut]
@@ -185,7 +163,7 @@ class PacketOut(Schema):
     subject: str
     body: str
     summary: str | None
-    evidence: list[EvidenceOut]
+    evidence: list[EvidenceView]
     attempts: list[dict[str, Any]]
     open_questions: list[str]
     stop_reason: Status
@@ -193,7 +171,7 @@ class PacketOut(Schema):
     stop_explanation: str
     refused: RefusedOut | None = Field(description="The proposal the run ended on, when it ended on one.")
     budget_spent: dict[str, Any]
-    review_state: str
+    review_state: ReviewPacket.ReviewState
     reviews: list[ReviewOut]
     created_at: datetime
     evidence_checks: list[EvidenceCheckOut]
@@ -205,13 +183,13 @@ class StrictIn(Schema):
 
 
 class ReviewIn(StrictIn):
-    decision: Literal["accept", "reject"]
+    decision: Literal[tuple(PacketReview.Action.values)]
     note: str = Field("", max_length=2000, pattern=SAFE_TEXT)
     acknowledge_changed_evidence: bool = False
 
 
 class ApprovalIn(StrictIn):
-    decision: Literal["grant", "deny"]
+    decision: Literal[tuple(Approval.Answer.values)]
     reason: str = Field("", max_length=2000, pattern=SAFE_TEXT,
                         description="Why the call is denied (optional); kept on the approval and shown in the packet.")
 
@@ -263,7 +241,7 @@ def run_detail_out(run: Run) -> dict[str, Any]:
         "pending_call": run.pending_call,
         "approvals": approvals_out(run),
         "timeline": [s.as_dict() for s in run_timeline(run=run)],
-        "evidence": [e.as_dict() for e in evidence_for(ticket_id=run.ticket_id, refs=list(run.evidence_refs))],
+        "evidence": evidence_for(ticket_id=run.ticket_id, refs=list(run.evidence_refs)),
         "budget_bars": [b.as_dict() for b in budget_bars(run=run)],
     }
 
@@ -292,7 +270,7 @@ def packet_out(packet: ReviewPacket, checks: list[ItemCheck]) -> dict[str, Any]:
     return {
         "id": packet.pk, "run_id": run.pk, "ticket": run.ticket.ref,
         "subject": run.subject, "body": run.body, "summary": packet.summary,
-        "evidence": [e.as_dict() for e in evidence_for(ticket_id=run.ticket_id, refs=list(packet.evidence_refs))],
+        "evidence": evidence_for(ticket_id=run.ticket_id, refs=list(packet.evidence_refs)),
         "attempts": packet.attempts, "open_questions": packet.open_questions,
         "stop_reason": packet.stop_reason, "detail": packet.detail or None,
         "stop_explanation": stop_explanation(
@@ -335,7 +313,7 @@ def start_investigation(
 ):
     """Start an investigation of the ticket. A retry with the same `Idempotency-Key` returns the same run."""
     ticket = access_ticket(user=request.auth, ref=ref)
-    run, _created = do_investigate(user=request.auth, ticket=ticket, via="api", idempotency_key=idempotency_key or "")
+    run, _created = do_investigate(user=request.auth, ticket=ticket, via=RunRequest.Via.API, idempotency_key=idempotency_key or "")
     return Reply(202, run_out(access_run(user=request.auth, run_id=run.pk)))
 
 
@@ -365,7 +343,7 @@ def cancel_run(request, run_id: int = IdPath):
 @router.post("/runs/{run_id}/approval", response={200: RunOut, ERRORS: ErrorOut})
 def answer_approval(request, payload: ApprovalIn, run_id: int = IdPath):
     """Grant or deny the call a run waits on (supervisors). After the deadline it changes nothing."""
-    do_answer_approval(user=request.auth, run_id=run_id, grant=payload.decision == "grant", note=payload.reason)
+    do_answer_approval(user=request.auth, run_id=run_id, grant=payload.decision == Approval.Answer.GRANT, note=payload.reason)
     return run_out(access_run(user=request.auth, run_id=run_id))
 
 
@@ -382,7 +360,7 @@ def review_packet(request, payload: ReviewIn, packet_id: int = IdPath):
     """Accept or reject a packet; a rejection needs a note. Accepting a packet whose evidence re-checks as changed
     or gone needs `acknowledge_changed_evidence: true` (409 `evidence_changed` otherwise). Reviews are appended,
     never edited."""
-    decision = PacketReview.Decision.ACCEPTED if payload.decision == "accept" else PacketReview.Decision.REJECTED
+    decision = PacketReview.Action(payload.decision).decision
     review = do_review(user=request.auth, packet_id=packet_id, decision=decision, note=payload.note,
                        acknowledge_changed_evidence=payload.acknowledge_changed_evidence)
     return Reply(201, review_out(PacketReview.objects.select_related("reviewer").get(pk=review.pk)))

@@ -8,11 +8,11 @@ checks here run *before* a spend (compare pydantic-ai's
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
-from typing import Any
+from typing import Any, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
 from .statuses import Status, Stop
 
@@ -25,43 +25,6 @@ class BudgetError(ValueError):
 COUNT_LIMIT = 2**40  # tokens, micro-dollars, requests, attempts
 SECONDS_LIMIT = 366 * 24 * 3600
 PRICE_LIMIT = 10**6  # dollars per million tokens
-
-
-class _BudgetSchema(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    max_model_requests: int = Field(8, ge=0, le=COUNT_LIMIT)
-    max_tool_attempts: int = Field(6, ge=0, le=COUNT_LIMIT)
-    deadline_seconds: float = Field(45, gt=0, le=SECONDS_LIMIT)
-    operation_timeout_seconds: float = Field(10, gt=0, le=SECONDS_LIMIT)
-    max_input_tokens: int = Field(8000, ge=1, le=COUNT_LIMIT)
-    max_output_tokens: int = Field(1000, ge=1, le=COUNT_LIMIT)
-    max_total_tokens: int = Field(60000, ge=0, le=COUNT_LIMIT)
-    max_cost_micros: int = Field(500000, ge=0, le=COUNT_LIMIT)
-    max_tool_result_chars: int = Field(4000, ge=1, le=10**7)
-    max_read_retries: int = Field(1, ge=0, le=COUNT_LIMIT)
-    input_per_mtok_usd: str = "0"
-    output_per_mtok_usd: str = "0"
-
-    @field_validator("deadline_seconds", "operation_timeout_seconds", mode="before")
-    @classmethod
-    def _int_is_a_number(cls, value: Any) -> Any:
-        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-    @field_validator("input_per_mtok_usd", "output_per_mtok_usd", mode="before")
-    @classmethod
-    def _price(cls, value: Any) -> str:
-        # Prices are kept as the decimal text written, so cost is exact.
-        if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
-            raise ValueError("a price is a number of dollars per million tokens")
-        text = getattr(value, "written", None) or (repr(value) if isinstance(value, float) else str(value))
-        try:
-            price = Decimal(text.strip())
-        except InvalidOperation as exc:
-            raise ValueError(f"not a decimal number: {value!r}") from exc
-        if not price.is_finite() or price < 0 or price > PRICE_LIMIT:
-            raise ValueError(f"a price must be a number from 0 to {PRICE_LIMIT}")
-        return str(price)
 
 
 class WrittenNumber(float):
@@ -79,21 +42,53 @@ class WrittenNumber(float):
 
 
 @dataclass(frozen=True)
-class Budget:
-    """Everything one run may spend. Defaults are CONFORMANCE §2."""
+class Bound:
+    """How one limit of a budget is bounded and described: the one declaration of that field.
 
-    max_model_requests: int = 8
-    max_tool_attempts: int = 6
-    deadline_seconds: float = 45.0
-    operation_timeout_seconds: float = 10.0
-    max_input_tokens: int = 8000
-    max_output_tokens: int = 1000
-    max_total_tokens: int = 60000
-    max_cost_micros: int = 500000
-    max_tool_result_chars: int = 4000
-    max_read_retries: int = 1
-    input_per_mtok_usd: str = "0"
-    output_per_mtok_usd: str = "0"
+    `wide` limits are stored in 64 bits where supervisors override them (BudgetDefaults).
+    """
+
+    help: str
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    wide: bool = False
+
+
+def limit(default: int | float, help: str, **bounds: Any) -> Any:
+    """A limit of a budget: its default, what it means, and its bounds (ge, gt, le; `wide` for 64 bits)."""
+    return field(default=default, metadata={"bound": Bound(help, **bounds)})
+
+
+def price(help: str) -> Any:
+    """A price of a budget: decimal text, "0" unless configured."""
+    return field(default="0", metadata={"help": help})
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Everything one run may spend. Defaults are CONFORMANCE §2.
+
+    The one declaration of a budget's fields: the schema that checks one (`BudgetSchema`),
+    supervisors' overrides (agentrun.models.BudgetDefaults) and their admin form follow it.
+    Limits carry a `Bound`; prices are set by configuration, never overridden by supervisors.
+    """
+
+    max_model_requests: int = limit(8, "Model requests a run may make.", ge=0, le=COUNT_LIMIT)
+    max_tool_attempts: int = limit(6, "Tool attempts a run may make, retries included.", ge=0, le=COUNT_LIMIT)
+    deadline_seconds: float = limit(45.0, "Seconds from the run's start to its deadline.", gt=0, le=SECONDS_LIMIT)
+    operation_timeout_seconds: float = limit(
+        10.0, "Seconds one model request or tool dispatch may take.", gt=0, le=SECONDS_LIMIT)
+    max_input_tokens: int = limit(8000, "Input tokens one model request may use.", ge=1, le=COUNT_LIMIT)
+    max_output_tokens: int = limit(1000, "Output tokens one model request may use.", ge=1, le=COUNT_LIMIT)
+    max_total_tokens: int = limit(60000, "Tokens a run may use in all.", ge=0, le=COUNT_LIMIT, wide=True)
+    max_cost_micros: int = limit(
+        500000, "Micro-dollars a run may spend in all.", ge=0, le=COUNT_LIMIT, wide=True)
+    max_tool_result_chars: int = limit(
+        4000, "Characters of a tool result kept as evidence; the rest is cut.", ge=1, le=10**7)
+    max_read_retries: int = limit(1, "Retries of a lookup after a transient failure.", ge=0, le=COUNT_LIMIT)
+    input_per_mtok_usd: str = price("Dollars per million input tokens.")
+    output_per_mtok_usd: str = price("Dollars per million output tokens.")
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any] | None) -> Budget:
@@ -105,7 +100,7 @@ class Budget:
                 raise BudgetError("prices must be an object with input_per_mtok_usd and output_per_mtok_usd")
             data.update(prices)
         try:
-            schema = _BudgetSchema.model_validate(data)
+            schema = BudgetSchema.model_validate(data)
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'budget'}: {e['msg']}" for e in exc.errors())
             raise BudgetError(f"invalid budget: {problems}") from None
@@ -127,6 +122,52 @@ class Budget:
         if time_left <= self.operation_timeout_seconds:
             return max(time_left, 0.0), True
         return self.operation_timeout_seconds, False
+
+
+def budget_limits(declaration: type[Budget] | None = None) -> dict[str, tuple[type, Bound]]:
+    """The budget's limits, in declaration order, with their types: what supervisors may override."""
+    declaration = declaration or Budget
+    types = get_type_hints(declaration)
+    return {f.name: (types[f.name], f.metadata["bound"]) for f in fields(declaration) if "bound" in f.metadata}
+
+
+class _BudgetChecks(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    @field_validator("deadline_seconds", "operation_timeout_seconds", mode="before", check_fields=False)
+    @classmethod
+    def _int_is_a_number(cls, value: Any) -> Any:
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("input_per_mtok_usd", "output_per_mtok_usd", mode="before", check_fields=False)
+    @classmethod
+    def _price(cls, value: Any) -> str:
+        # Prices are kept as the decimal text written, so cost is exact.
+        if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
+            raise ValueError("a price is a number of dollars per million tokens")
+        text = getattr(value, "written", None) or (repr(value) if isinstance(value, float) else str(value))
+        try:
+            price = Decimal(text.strip())
+        except InvalidOperation as exc:
+            raise ValueError(f"not a decimal number: {value!r}") from exc
+        if not price.is_finite() or price < 0 or price > PRICE_LIMIT:
+            raise ValueError(f"a price must be a number from 0 to {PRICE_LIMIT}")
+        return str(price)
+
+
+def budget_schema(declaration: type[Budget]) -> type[BaseModel]:
+    """The pydantic schema of a budget, built from Budget's fields: their types, defaults, bounds and help."""
+    types = get_type_hints(declaration)
+    declared: dict[str, Any] = {}
+    for f in fields(declaration):
+        bound = f.metadata.get("bound")
+        limits = {k: v for k in ("ge", "gt", "le") if (v := getattr(bound, k, None)) is not None}
+        help = bound.help if bound else f.metadata["help"]
+        declared[f.name] = (types[f.name], Field(f.default, description=help, **limits))
+    return create_model("BudgetSchema", __base__=_BudgetChecks, **declared)
+
+
+BudgetSchema = budget_schema(Budget)
 
 
 def cost_micros(budget: Budget, input_tokens: int, output_tokens: int) -> int:

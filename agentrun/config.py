@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from .adapters import model_problem
+from .adapters import BUILT_IN, model_problem
 from .budgets import Budget
 
 
@@ -20,7 +20,7 @@ def model_prices(model_name: str) -> tuple[str, str] | None:
         raise ConfigError("set both AGENT_PRICE_INPUT_PER_MTOK and AGENT_PRICE_OUTPUT_PER_MTOK, or neither")
     prices = settings.AGENT_MODEL_PRICES
     family = model_name.split(":", 1)[0]
-    return prices.get(model_name) or (prices.get(family) if family in ("rules", "replay") else None)
+    return prices.get(model_name) or (prices.get(family) if family in BUILT_IN else None)
 
 
 def model_check(model_name: str) -> None:

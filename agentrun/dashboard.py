@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
-from django.db.models import Case, CharField, Count, Min, OuterRef, Q, Subquery, Value, When
+from django.db.models import Case, CharField, Count, Min, OuterRef, Q, Subquery, TextChoices, Value, When
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
@@ -22,6 +22,18 @@ from .tools import TOOLS
 
 DEFAULT_DAYS = 30
 UNKNOWN_TOOL = "unknown tool"
+
+
+class Table(TextChoices):
+    """The dashboard's charts and tables, by the name their CSV is downloaded under, with their titles."""
+
+    DAILY = "daily", "Runs per day by outcome"
+    STOP_REASONS = "stop-reasons", "Runs by stop reason"
+    RATES = "rates", "Completion and acceptance"
+    TOOL_RATES = "tool-rates", "Repeated calls and refused proposals by tool"
+    MEDIANS = "medians", "Per run"
+    REVIEW_TIMES = "review-times", "From packet to review"
+    RUNS = "runs", "Every run"
 
 
 class PeriodError(ValueError):
@@ -318,54 +330,46 @@ def percent(x: float) -> str:
 def charts(out: Outcomes) -> dict[str, SafeString]:
     since, until = out.period.since, out.period.until
     return {
-        "daily": trend_chart(out.daily, title=CHART_TITLES["daily"]),
-        "stop-reasons": bar_chart(
+        Table.DAILY: trend_chart(out.daily, title=Table.DAILY.label),
+        Table.STOP_REASONS: bar_chart(
             [(stop_name(s), n, f"{n} ({percent(out.share(n))})", runs_url([s], since=since, until=until))
-             for s, n in out.by_stop_reason], title="Runs by stop reason"),
-        "rates": bar_chart(
+             for s, n in out.by_stop_reason], title=Table.STOP_REASONS.label),
+        Table.RATES: bar_chart(
             [("Completion rate", out.completion_rate, percent(out.completion_rate)),
              ("Acceptance rate", out.acceptance_rate, percent(out.acceptance_rate))],
-            title="Completion and acceptance", max_value=1),
-        "tool-rates": bar_chart(
+            title=Table.RATES.label, max_value=1),
+        Table.TOOL_RATES: bar_chart(
             [row for t in out.tool_rates for row in (
                 (f"{t.tool} · {stop_name(Status.NO_PROGRESS)}", t.rate(t.no_progress), percent(t.rate(t.no_progress))),
                 (f"{t.tool} · {stop_name(Status.INVALID_OR_FORBIDDEN)}", t.rate(t.invalid_or_forbidden),
                  percent(t.rate(t.invalid_or_forbidden))))],
-            title=CHART_TITLES["tool-rates"], max_value=1),
+            title=Table.TOOL_RATES.label, max_value=1),
     }
 
 
 def csv_rows(out: Outcomes, chart: str) -> list[tuple] | None:
     """The rows behind one chart or table, header first; None for an unknown name."""
-    if chart == "daily":
+    if chart == Table.DAILY:
         return [("day", *(o.code for o in TREND), "runs"), *((d.day.isoformat(), *d.counts, d.total) for d in out.daily)]
-    if chart == "stop-reasons":
+    if chart == Table.STOP_REASONS:
         return [("stop_reason", "runs", "share"), *((s, n, round(out.share(n), 4)) for s, n in out.by_stop_reason)]
-    if chart == "rates":
+    if chart == Table.RATES:
         return [("measure", "numerator", "denominator", "rate"),
                 ("completion", out.completed, out.ended, round(out.completion_rate, 4)),
                 ("acceptance", out.accepted, out.reviewed, round(out.acceptance_rate, 4))]
-    if chart == "tool-rates":
+    if chart == Table.TOOL_RATES:
         return [("tool", "runs_proposing", "no_progress", "no_progress_rate", "invalid_or_forbidden",
                  "invalid_or_forbidden_rate"),
                 *((t.tool, t.runs_proposing, t.no_progress, round(t.rate(t.no_progress), 4),
                    t.invalid_or_forbidden, round(t.rate(t.invalid_or_forbidden), 4)) for t in out.tool_rates)]
-    if chart == "medians":
+    if chart == Table.MEDIANS:
         cpa = out.cost_per_accepted_micros
         return [("measure", "value"), *out.medians.items(), ("total_cost_micros", out.total_cost_micros),
                 ("cost_per_accepted_packet_micros", round(cpa, 1) if cpa is not None else "")]
-    if chart == "review-times":
+    if chart == Table.REVIEW_TIMES:
         return [("packets_reviewed", "median_seconds_to_first_review"),
                 (len(out.review_seconds), out.median_review_seconds if out.review_seconds else "")]
-    if chart == "runs":
+    if chart == Table.RUNS:
         return [PER_RUN_COLUMNS, *((*row[:8], row[8].isoformat()) for row in out.per_run)]
     return None
 
-
-CHART_TITLES = {
-    "daily": "Runs per day by outcome",
-    "stop-reasons": "Runs by stop reason",
-    "rates": "Completion and acceptance",
-    "tool-rates": "Repeated calls and refused proposals by tool",
-}
-CSV_NAMES = ("daily", "stop-reasons", "rates", "tool-rates", "medians", "review-times", "runs")

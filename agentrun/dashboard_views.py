@@ -10,9 +10,8 @@ from supportagent.csvexport import csv_response
 
 from .budgets import dollars
 from .dashboard import (
-    CHART_TITLES,
-    CSV_NAMES,
     PeriodError,
+    Table,
     charts,
     csv_rows,
     outcomes,
@@ -54,7 +53,8 @@ def dashboard_view(request):
         **admin.site.each_context(request),
         "title": "Outcomes",
         "out": out,
-        "charts": [(name, CHART_TITLES[name], svg) for name, svg in charts(out).items()],
+        "charts": [(name, name.label, svg) for name, svg in charts(out).items()],
+        "Table": Table,
         "medians": [
             ("Median model requests per run", out.medians.get("model_requests", 0)),
             ("Median tool attempts per run", out.medians.get("tool_attempts", 0)),
@@ -84,7 +84,7 @@ def dashboard_csv(request, chart: str):
         require(request.user, "agentrun.view_dashboard")
     except Refused as exc:
         return refusal(request, exc)
-    if chart not in CSV_NAMES:
+    if chart not in Table.values:
         return HttpResponseNotFound(f"No chart named {chart}.", content_type="text/plain")
     period, problem = _period(request)
     if problem:

@@ -5,6 +5,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+# Job statuses are the job system's own words (an open set); this one makes a job's end its `failed_at`.
+FAILED_JOB = "failed"
+
 
 class ToolError(Exception):
     """A dispatch that failed. Transient failures of a read may be retried."""
@@ -73,7 +76,7 @@ def job_result(job: JobView) -> ToolResult:
         "requested_by": job.requested_by,
         "requester_current_role": job.requester_current_role,
         "created_at": iso(job.created_at),
-        "failed_at": iso(job.finished_at) if job.status == "failed" else None,
+        "failed_at": iso(job.finished_at) if job.status == FAILED_JOB else None,
         "finished_at": iso(job.finished_at),
     }
     return ToolResult(content, job.job_id)

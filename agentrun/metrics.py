@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import TextChoices
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest, start_http_server
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.core import GaugeMetricFamily
@@ -42,7 +43,17 @@ TOKENS = Counter("supportagent_tokens", "Tokens spent by ended runs, by model.",
 COST = Counter("supportagent_cost_dollars", "Dollars spent by ended runs, by model.", ["model"])
 WATCHDOG = Counter("supportagent_watchdog_actions", "Watchdog actions and late results discarded, by action.",
                    ["action"])
-DEADLINE_END, REQUEUE, LATE_RESULT = "deadline_end", "requeue", "late_result_discarded"
+
+
+class WatchdogAction(TextChoices):
+    """The `action` label of supportagent_watchdog_actions."""
+
+    DEADLINE_END = "deadline_end", "ended at its deadline"
+    REQUEUE = "requeue", "requeued"
+    LATE_RESULT = "late_result_discarded", "late result discarded"
+
+
+LATE_RESULT = WatchdogAction.LATE_RESULT  # the name the run's steps use
 
 
 def model_label(name: str) -> str:

@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from .budgets import Budget, Usage
+from .budgets import Bound, Budget, Usage, budget_limits
 from .recheck_compare import Outcome
 from .statuses import ACTIVE, Detail, Status
 
@@ -161,13 +161,20 @@ class ToolAttempt(models.Model):
 class Observation(models.Model):
     """What the model was shown besides evidence: a reused receipt, a failure, a validation error.
 
-    DISCARDED records a late result refused by the run's steps; it is never shown to the model.
+    A DISCARDED observation records a late result refused by the run's steps; it is never shown to the model.
     """
 
-    DISCARDED = "discarded_late_result"
+    class Kind(models.TextChoices):
+        VALIDATION_ERROR = "validation_error", "reply not used"
+        RECEIPT_REUSED = "receipt_reused", "call already made"
+        INTERRUPTED = "interrupted", "call interrupted"
+        TOOL_FAILURE = "tool_failure", "lookup failed"
+        DISCARDED = "discarded_late_result", "late result discarded"
+
+    DISCARDED = Kind.DISCARDED  # the name the run's steps use
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="observations")
-    kind = models.CharField(max_length=32)
+    kind = models.CharField(max_length=32, choices=Kind.choices)
     text = models.TextField()
     evidence_ref = models.CharField(max_length=16, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
@@ -185,6 +192,12 @@ class Approval(models.Model):
         DENIED = "denied"
         USED = "used"
         EXPIRED = "expired"
+
+    class Answer(models.TextChoices):
+        """A supervisor's answer, as the API and the run page send it."""
+
+        GRANT = "grant"
+        DENY = "deny"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
     tool = models.CharField(max_length=64)
@@ -248,11 +261,16 @@ class ReviewPacket(models.Model):
 class RunRequest(models.Model):
     """Who started a run, from where, and the Idempotency-Key that makes a retried start return it."""
 
+    class Via(models.TextChoices):
+        ADMIN = "admin", "the admin"
+        API = "api", "the API"
+        INTAKE = "intake", "help desk intake"
+
     run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="request")
     requested_by = models.ForeignKey(
         "auth.User", null=True, blank=True, on_delete=models.SET_NULL, related_name="run_requests"
     )
-    via = models.CharField(max_length=16, help_text="admin, api or command.")
+    via = models.CharField(max_length=16, choices=Via.choices)
     idempotency_key = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
@@ -301,6 +319,16 @@ class PacketReview(AppendOnly):
         ACCEPTED = "accepted"
         REJECTED = "rejected"
         SUPERSEDED = "superseded"
+
+    class Action(models.TextChoices):
+        """What a reviewer asks for, as the API and the packet page send it; `decision` is what is recorded."""
+
+        ACCEPT = "accept"
+        REJECT = "reject"
+
+        @property
+        def decision(self) -> PacketReview.Decision:
+            return PacketReview.Decision.ACCEPTED if self == self.ACCEPT else PacketReview.Decision.REJECTED
 
     packet = models.ForeignKey(ReviewPacket, on_delete=models.CASCADE, related_name="reviews")
     reviewer = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.PROTECT,
@@ -378,24 +406,11 @@ class BudgetDefaults(models.Model):
     run keeps the budget it started with.
     """
 
-    max_model_requests = models.PositiveIntegerField(null=True, blank=True)
-    max_tool_attempts = models.PositiveIntegerField(null=True, blank=True)
-    deadline_seconds = models.FloatField(null=True, blank=True)
-    operation_timeout_seconds = models.FloatField(null=True, blank=True)
-    max_input_tokens = models.PositiveIntegerField(null=True, blank=True)
-    max_output_tokens = models.PositiveIntegerField(null=True, blank=True)
-    max_total_tokens = models.PositiveBigIntegerField(null=True, blank=True)
-    max_cost_micros = models.PositiveBigIntegerField(null=True, blank=True)
-    max_tool_result_chars = models.PositiveIntegerField(null=True, blank=True)
-    max_read_retries = models.PositiveIntegerField(null=True, blank=True)
+    # One nullable field per limit of Budget, added below from its declaration.
     updated_by = models.CharField(max_length=150, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
-    FIELDS = (
-        "max_model_requests", "max_tool_attempts", "deadline_seconds", "operation_timeout_seconds",
-        "max_input_tokens", "max_output_tokens", "max_total_tokens", "max_cost_micros",
-        "max_tool_result_chars", "max_read_retries",
-    )
+    FIELDS = tuple(budget_limits())
 
     class Meta:
         verbose_name = verbose_name_plural = "budget defaults"
@@ -412,6 +427,17 @@ class BudgetDefaults(models.Model):
         return row.overrides() if row else {}
 
 
+def override_field(kind: type, bound: Bound) -> models.Field:
+    """The column that holds a supervisor's override of one budget limit; empty keeps the default."""
+    if kind is float:
+        return models.FloatField(null=True, blank=True)
+    return (models.PositiveBigIntegerField if bound.wide else models.PositiveIntegerField)(null=True, blank=True)
+
+
+for _name, (_kind, _bound) in budget_limits().items():
+    BudgetDefaults.add_to_class(_name, override_field(_kind, _bound))
+
+
 # --- packet notifications to the help desk -----------------------------------------
 
 
@@ -424,8 +450,13 @@ class WebhookDelivery(models.Model):
         DELIVERED = "delivered"
         FAILED = "failed"
 
+    class EventType(models.TextChoices):
+        PACKET_WRITTEN = "packet.written"
+        PACKET_REVIEWED = "packet.reviewed"
+        APPROVAL_WAITING = "approval.waiting"
+
     event_id = models.UUIDField(unique=True, help_text="The event's id, sent as its `id`.")
-    event_type = models.CharField(max_length=32)
+    event_type = models.CharField(max_length=32, choices=EventType.choices)
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
                             db_index=False)
     payload = models.JSONField()
@@ -538,9 +569,9 @@ class EvaluationCase(models.Model):
         Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="evaluation_case"
     )
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
-    original_review = models.CharField(max_length=16, blank=True, default="")
+    original_review = models.CharField(max_length=16, choices=ReviewPacket.ReviewState.choices, blank=True, default="")
     status = models.CharField(max_length=24, choices=Status.choices, blank=True, default="")
-    detail = models.CharField(max_length=24, blank=True, default="")
+    detail = models.CharField(max_length=24, choices=Detail.choices, blank=True, default="")
     drafted = models.BooleanField(default=False)
     original_drafted = models.BooleanField(default=False)
     cited_sources = models.JSONField(default=list, blank=True, help_text="Tool and arguments of each cited item.")

@@ -15,6 +15,8 @@ from typing import Any
 
 from django.db.models import TextChoices
 
+from .schemas import ToolName
+
 
 class Outcome(TextChoices):
     UNCHANGED = "unchanged", "unchanged"
@@ -146,7 +148,7 @@ def _documents(old: dict[str, Any], new: dict[str, Any]) -> Comparison:
 
 
 _COMPARERS: dict[str, Callable[[dict[str, Any], dict[str, Any]], Comparison]] = {
-    "read_job_status": _flat,
-    "read_service_status": _service,
-    "search_docs": _documents,
+    ToolName.READ_JOB_STATUS: _flat,
+    ToolName.READ_SERVICE_STATUS: _service,
+    ToolName.SEARCH_DOCS: _documents,
 }

@@ -10,9 +10,28 @@ import json
 import re
 from typing import Annotated, Any, Literal
 
+from django.db.models import TextChoices
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-SERVICES = ("export", "api", "auth", "billing")
+
+class ToolName(TextChoices):
+    """The tools of the dispatch table (agentrun.tools.TOOLS), by the names the model calls them."""
+
+    SEARCH_DOCS = "search_docs"
+    READ_JOB_STATUS = "read_job_status"
+    READ_SERVICE_STATUS = "read_service_status"
+
+
+class ServiceName(TextChoices):
+    """The services `read_service_status` may be asked about (CONFORMANCE §4)."""
+
+    EXPORT = "export"
+    API = "api"
+    AUTH = "auth"
+    BILLING = "billing"
+
+
+SERVICES = tuple(ServiceName.values)
 
 
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
@@ -61,20 +80,20 @@ class ReadJobStatusArgs(ToolArgs):
 class ReadServiceStatusArgs(ToolArgs):
     """Read a service's status and recent incidents."""
 
-    service: Literal["export", "api", "auth", "billing"] = Field(description="The service name.")
+    service: Literal[SERVICES] = Field(description="The service name.")  # strict: a plain string, not the enum
 
 
 # Per tool, how each string argument is normalized after trimming and collapsing whitespace.
 _CASE_RULES: dict[str, dict[str, Any]] = {
-    "search_docs": {"query": str.casefold},
-    "read_job_status": {"job_id": str.upper},
-    "read_service_status": {"service": str.lower},
+    ToolName.SEARCH_DOCS: {"query": str.casefold},
+    ToolName.READ_JOB_STATUS: {"job_id": str.upper},
+    ToolName.READ_SERVICE_STATUS: {"service": str.lower},
 }
 
 ARG_SCHEMAS: dict[str, type[ToolArgs]] = {
-    "search_docs": SearchDocsArgs,
-    "read_job_status": ReadJobStatusArgs,
-    "read_service_status": ReadServiceStatusArgs,
+    ToolName.SEARCH_DOCS: SearchDocsArgs,
+    ToolName.READ_JOB_STATUS: ReadJobStatusArgs,
+    ToolName.READ_SERVICE_STATUS: ReadServiceStatusArgs,
 }
 
 

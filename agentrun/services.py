@@ -16,6 +16,7 @@ from supportagent.rows import row_insert
 from tickets.models import CustomerSession, Ticket
 
 from . import metrics
+from .adapters import BuiltInModel
 from .budgets import Budget
 from .config import ConfigError, default_budget
 from .models import Approval, Run
@@ -59,7 +60,7 @@ def run_start(
     if unknown:
         raise RunError("unknown_tool", f"no such tool to require approval for: {', '.join(unknown)}")
     model_name = model_name or settings.AGENT_MODEL
-    if model_name == "replay" and model_script is None:
+    if model_name == BuiltInModel.REPLAY and model_script is None:
         raise ConfigError("the replay model only plays scenario files (run_scenario); use 'rules' or a provider model")
     budget = budget or default_budget(model_name)
     counters = resume_from or {}

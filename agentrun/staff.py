@@ -157,7 +157,7 @@ def investigate_new_ticket(*, ticket_id: int, requested_by: User | None) -> Run 
     if ticket_active_run(ticket=ticket) is not None:
         return None
     try:
-        return _start_requested(ticket=ticket, user=requested_by, via="intake")
+        return _start_requested(ticket=ticket, user=requested_by, via=RunRequest.Via.INTAKE)
     except (RunError, ConfigError) as exc:
         log.error("ticket %s is saved but its investigation could not start: %s", ticket.ref, exc)
         return None

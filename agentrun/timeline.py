@@ -6,13 +6,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db.models import TextChoices
 from django.urls import reverse
 from django.utils import timezone
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from tickets.models import DocumentRevision, Evidence
 
 from .models import ReviewPacket, Run
+from .adapters.base import BuiltInModel
 from .budgets import dollars
+from .schemas import ToolName
 from .sources import cut_excerpt, suspected_injection
 from .statuses import STOP_EXPLANATIONS, Detail, Status
 
@@ -28,12 +32,9 @@ DETAIL_EXPLANATIONS: dict[str, str] = {
     Detail.USAGE_OVERRUN: "The model reported more tokens than a request may use.",
 }
 
-RULES_MODEL = "rules"
-
-
 def investigator(model_name: str) -> str:
     """Who proposed a run's steps, in the words staff read."""
-    return "the rule-based investigator" if model_name == RULES_MODEL else "the model"
+    return BuiltInModel.RULES.label if model_name == BuiltInModel.RULES else "the model"
 
 
 def _say(template: str, actor: str) -> str:
@@ -64,9 +65,14 @@ def stop_label(status: str, detail: str = "") -> str:
     return label
 
 
+class StepKind(TextChoices):
+    MODEL_REQUEST = "model_request", "model request"
+    TOOL_ATTEMPT = "tool_attempt", "tool attempt"
+
+
 @dataclass(frozen=True)
 class Step:
-    kind: str  # "model_request" or "tool_attempt"
+    kind: StepKind
     seq: int
     started_at: datetime
     finished_at: datetime | None
@@ -82,6 +88,10 @@ class Step:
     evidence: str | None = None
     error: str = ""
 
+    @property
+    def is_model_request(self) -> bool:
+        return self.kind == StepKind.MODEL_REQUEST
+
     def as_dict(self) -> dict[str, Any]:
         return {k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in self.__dict__.items()}
 
@@ -89,66 +99,91 @@ class Step:
 def run_timeline(*, run: Run) -> list[Step]:
     """Every model request and tool attempt of the run, in the order they started."""
     steps = [
-        Step("model_request", r.seq, r.started_at, r.finished_at, r.latency_ms, r.outcome,
+        Step(StepKind.MODEL_REQUEST, r.seq, r.started_at, r.finished_at, r.latency_ms, r.outcome,
              r.proposal or r.validation_error[:120] or "", r.reserved_tokens, r.reserved_cost_micros,
              r.input_tokens, r.output_tokens, r.charged_tokens, r.charged_cost_micros,
              error=r.error or r.validation_error)
         for r in run.model_request_rows.all()
     ]
     steps += [
-        Step("tool_attempt", a.seq, a.started_at, a.finished_at, a.latency_ms, a.outcome,
+        Step(StepKind.TOOL_ATTEMPT, a.seq, a.started_at, a.finished_at, a.latency_ms, a.outcome,
              f"{a.tool} {json.dumps(a.args, sort_keys=True)}" + (f" (retry {a.retry_number})" if a.retry_number else ""),
              evidence=a.evidence.ref if a.evidence_id else None, error=a.error)
         for a in run.attempts.select_related("evidence")
     ]
-    order = {"model_request": 0, "tool_attempt": 1}
+    order = {StepKind.MODEL_REQUEST: 0, StepKind.TOOL_ATTEMPT: 1}
     return sorted(steps, key=lambda s: (s.started_at, order[s.kind], s.seq))
 
 
-SOURCE_KIND = {"search_docs": "document", "read_job_status": "job", "read_service_status": "service"}
+class SourceKind(TextChoices):
+    """What an evidence item's source is, by the tool that read it."""
+
+    DOCUMENT = "document"
+    JOB = "job"
+    SERVICE = "service"
+    OTHER = "other"
 
 
-@dataclass(frozen=True)
-class DocumentView:
+SOURCE_KIND = {
+    ToolName.SEARCH_DOCS: SourceKind.DOCUMENT,
+    ToolName.READ_JOB_STATUS: SourceKind.JOB,
+    ToolName.READ_SERVICE_STATUS: SourceKind.SERVICE,
+}
+
+
+class DocumentView(BaseModel):
     """One document of a search result, as a source: which revision, a link to it, what it says."""
+
+    model_config = ConfigDict(frozen=True)
 
     code: str
     revision: str
     title: str
-    url: str
+    url: str = Field(description="The admin page of this revision; empty when the revision is gone.")
     excerpt: str
-    injection: str | None
+    injection: str | None = Field(description="The phrase that addresses the agent, as written.")
 
-    def as_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "suspected_injection": self.injection is not None}
+    @computed_field(description="The excerpt addresses the agent (a suspected prompt injection).")
+    @property
+    def suspected_injection(self) -> bool:
+        return self.injection is not None
 
 
-@dataclass(frozen=True)
-class EvidenceView:
+class EvidenceView(BaseModel):
+    """One evidence item as staff see it, on the staff pages and in the API (the same fields, the same names)."""
+
+    model_config = ConfigDict(frozen=True)
+
     ref: str
     tool: str
     args: dict[str, Any]
-    source_kind: str
+    source_kind: SourceKind
     source: str
     excerpt: str
     truncated: bool
     captured_at: datetime
-    documents: tuple[DocumentView, ...] = ()
-    injection: str | None = None
+    documents: tuple[DocumentView, ...] = Field((), description="A search result's documents, each on its own.")
+    injection_phrase: str | None = Field(None, description="The phrase that addresses the agent, as written.")
 
-    def as_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "captured_at": self.captured_at.isoformat(),
-                "documents": [d.as_dict() for d in self.documents],
-                "suspected_injection": self.injection is not None, "injection_phrase": self.injection}
+    @computed_field(description="Some text of this source addresses the agent.")
+    @property
+    def suspected_injection(self) -> bool:
+        return self.injection_phrase is not None
+
+    @property
+    def injection(self) -> str | None:
+        """The phrase, under the name a document's view gives it."""
+        return self.injection_phrase
 
 
 def evidence_view(e: Evidence, revision_urls: dict[tuple[str, str], str] | None = None) -> EvidenceView:
     content = _content(e)
-    documents = _documents(content, revision_urls or {}) if e.tool == "search_docs" else ()
+    documents = _documents(content, revision_urls or {}) if e.tool == ToolName.SEARCH_DOCS else ()
     injection = next((d.injection for d in documents if d.injection), None) or (
-        None if e.tool == "search_docs" else suspected_injection(e.content))
-    return EvidenceView(e.ref, e.tool, e.args, SOURCE_KIND.get(e.tool, "other"), _source(e), _excerpt(e, content),
-                        e.truncated, e.captured_at, documents, injection)
+        None if e.tool == ToolName.SEARCH_DOCS else suspected_injection(e.content))
+    return EvidenceView(ref=e.ref, tool=e.tool, args=e.args, source_kind=SOURCE_KIND.get(e.tool, SourceKind.OTHER),
+                        source=_source(e), excerpt=_excerpt(e, content), truncated=e.truncated,
+                        captured_at=e.captured_at, documents=documents, injection_phrase=injection)
 
 
 def _content(e: Evidence) -> dict[str, Any] | None:
@@ -162,16 +197,16 @@ def _content(e: Evidence) -> dict[str, Any] | None:
 def _documents(content: dict[str, Any] | None, urls: dict[tuple[str, str], str]) -> tuple[DocumentView, ...]:
     hits = (content or {}).get("results", [])
     return tuple(
-        DocumentView(h["id"], h["revision"], h["title"], urls.get((h["id"], h["revision"]), ""),
-                     cut_excerpt(h["excerpt"]), suspected_injection(h["excerpt"]))
+        DocumentView(code=h["id"], revision=h["revision"], title=h["title"], url=urls.get((h["id"], h["revision"]), ""),
+                     excerpt=cut_excerpt(h["excerpt"]), injection=suspected_injection(h["excerpt"]))
         for h in hits
     )
 
 
 def _source(e: Evidence) -> str:
-    if e.tool == "search_docs":
+    if e.tool == ToolName.SEARCH_DOCS:
         return ", ".join(s.strip().replace("@", " revision ") for s in e.source_ref.split(",")) or e.source_ref
-    if e.tool == "read_service_status":
+    if e.tool == ToolName.READ_SERVICE_STATUS:
         return e.source_ref.removeprefix("service:") + " service status"
     return e.source_ref
 
@@ -179,14 +214,14 @@ def _source(e: Evidence) -> str:
 def _excerpt(e: Evidence, content: dict[str, Any] | None, width: int = 400) -> str:
     if content is None:
         return cut_excerpt(e.content, width)
-    if e.tool == "search_docs":
+    if e.tool == ToolName.SEARCH_DOCS:
         hits = content.get("results", [])
         text = " | ".join(f"{h['id']} {h['revision']} “{h['title']}”: {cut_excerpt(h['excerpt'])}" for h in hits)
         return cut_excerpt(text or f"No documents matched “{content.get('query', '')}”.", width)
-    if e.tool == "read_job_status":
+    if e.tool == ToolName.READ_JOB_STATUS:
         keys = ("kind", "status", "error_code", "requested_by", "requester_current_role", "failed_at")
         return cut_excerpt(", ".join(f"{k}: {content.get(k)}" for k in keys if content.get(k) is not None), width)
-    if e.tool == "read_service_status":
+    if e.tool == ToolName.READ_SERVICE_STATUS:
         incidents = "; ".join(f"{i['id']} {i['title']} ({i['status']})" for i in content.get("incidents", []))
         return f"status: {content.get('status')}" + (f"; incidents: {incidents}" if incidents else "")
     return cut_excerpt(e.content, width)
@@ -197,7 +232,7 @@ def evidence_for(*, ticket_id: int, refs: list[str]) -> list[EvidenceView]:
     numbers = [int(r[1:]) for r in refs if r[:1] == "E" and r[1:].isdigit()]
     found = {e.number: e for e in Evidence.objects.filter(ticket_id=ticket_id, number__in=numbers)}
     items = [found[n] for n in numbers if n in found]
-    urls = revision_urls([e.source_ref for e in items if e.tool == "search_docs"])
+    urls = revision_urls([e.source_ref for e in items if e.tool == ToolName.SEARCH_DOCS])
     return [evidence_view(e, urls) for e in items]
 
 

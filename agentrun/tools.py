@@ -38,7 +38,7 @@ from .lookups import (
     not_listed,
     service_result,
 )
-from .schemas import ARG_SCHEMAS, ToolArgs
+from .schemas import ARG_SCHEMAS, ToolArgs, ToolName
 
 __all__ = ["TOOLS", "ApprovalRequired", "Lookup", "Tool", "ToolError", "ToolResult"]
 
@@ -149,17 +149,17 @@ JOB_STATUS = "AGENT_JOB_STATUS_BACKEND"
 SERVICE_STATUS = "AGENT_SERVICE_STATUS_BACKEND"
 
 TOOLS: dict[str, Tool] = {
-    "search_docs": Tool("search_docs", ARG_SCHEMAS["search_docs"], _anyone, search_docs),
-    "read_job_status": Tool(
-        "read_job_status",
-        ARG_SCHEMAS["read_job_status"],
+    ToolName.SEARCH_DOCS: Tool(ToolName.SEARCH_DOCS, ARG_SCHEMAS[ToolName.SEARCH_DOCS], _anyone, search_docs),
+    ToolName.READ_JOB_STATUS: Tool(
+        ToolName.READ_JOB_STATUS,
+        ARG_SCHEMAS[ToolName.READ_JOB_STATUS],
         _by_setting(JOB_STATUS, database=read_job_status_allowed, http=httpbackends.read_job_status_allowed),
         _by_setting(JOB_STATUS, database=read_job_status, http=httpbackends.read_job_status),
         needs_approval=_by_setting(JOB_STATUS, database=read_job_status_needs_approval, http=_never),
     ),
-    "read_service_status": Tool(
-        "read_service_status",
-        ARG_SCHEMAS["read_service_status"],
+    ToolName.READ_SERVICE_STATUS: Tool(
+        ToolName.READ_SERVICE_STATUS,
+        ARG_SCHEMAS[ToolName.READ_SERVICE_STATUS],
         _anyone,
         _by_setting(SERVICE_STATUS, database=read_service_status, http=httpbackends.read_service_status),
     ),

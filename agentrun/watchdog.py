@@ -36,7 +36,7 @@ def watchdog_pass() -> WatchdogPass:
     now = timezone.now()
     overdue = Run.objects.filter(status__in=ACTIVE, deadline_at__lte=now).values_list("pk", flat=True)
     expired = [run_id for run_id in overdue if run_expire(run_id=run_id)]
-    metrics.watchdog_acted(metrics.DEADLINE_END, len(expired))
+    metrics.watchdog_acted(metrics.WatchdogAction.DEADLINE_END, len(expired))
     stale = now - timedelta(seconds=settings.AGENT_QUEUED_GRACE_SECONDS)
     unclaimed = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
     granted_untaken = Approval.objects.filter(run=OuterRef("pk"), state=Approval.State.GRANTED, decided_at__lt=stale)
@@ -51,5 +51,5 @@ def watchdog_pass() -> WatchdogPass:
     for run_id in orphaned:
         if run_requeue(run_id=run_id, grace_seconds=settings.AGENT_QUEUED_GRACE_SECONDS):
             requeued.append(run_id)
-    metrics.watchdog_acted(metrics.REQUEUE, len(requeued))
+    metrics.watchdog_acted(metrics.WatchdogAction.REQUEUE, len(requeued))
     return WatchdogPass(expired, requeued)

@@ -46,8 +46,7 @@ from .timeline import stop_explanation
 
 log = logging.getLogger("agentrun")
 
-PACKET_WRITTEN, PACKET_REVIEWED = "packet.written", "packet.reviewed"
-APPROVAL_WAITING = "approval.waiting"
+EventType = WebhookDelivery.EventType
 SIGNATURE_HEADER = "X-Supportagent-Signature"
 DELIVER_WEBHOOK_TASK = "agentrun.deliver_webhook"  # the task (agentrun.tasks) that sends one delivery
 # A sender holds a delivery for its request's timeout and this much more.
@@ -81,7 +80,7 @@ class EventPacket(_Part):
 
 
 class EventReview(_Part):
-    decision: Literal["accepted", "rejected"]
+    decision: Literal[PacketReview.Decision.ACCEPTED, PacketReview.Decision.REJECTED]
     note: str
     reviewed_at: datetime
 
@@ -90,7 +89,7 @@ class PacketEvent(_Part):
     """What the receiver gets, as JSON. `review` only on `packet.reviewed`."""
 
     id: uuid.UUID
-    type: Literal["packet.written", "packet.reviewed"]
+    type: Literal[EventType.PACKET_WRITTEN, EventType.PACKET_REVIEWED]
     created_at: datetime
     ticket: EventTicket
     run: EventRun
@@ -116,7 +115,7 @@ class ApprovalEvent(_Part):
     """What the receiver gets when a call starts waiting for approval: answer it before `run.deadline_at`."""
 
     id: uuid.UUID
-    type: Literal["approval.waiting"]
+    type: Literal[EventType.APPROVAL_WAITING]
     created_at: datetime
     ticket: EventTicket
     run: EventWaitingRun
@@ -137,7 +136,7 @@ def packet_event(*, run: Run, packet: ReviewPacket, review: PacketReview | None,
     ticket = run.ticket
     return PacketEvent(
         id=uuid.uuid4(),
-        type=PACKET_REVIEWED if review else PACKET_WRITTEN,
+        type=EventType.PACKET_REVIEWED if review else EventType.PACKET_WRITTEN,
         created_at=now,
         ticket=EventTicket(ref=ticket.ref, source=ticket.source, external_id=ticket.external_id),
         run=EventRun(id=run.pk, status=run.status, detail=packet.detail,
@@ -152,7 +151,7 @@ def approval_event(*, run: Run, approval: Approval, now: datetime) -> ApprovalEv
     """The event for `approval` (of `run`, with its ticket), just asked for."""
     ticket = run.ticket
     return ApprovalEvent(
-        id=uuid.uuid4(), type=APPROVAL_WAITING, created_at=now,
+        id=uuid.uuid4(), type=EventType.APPROVAL_WAITING, created_at=now,
         ticket=EventTicket(ref=ticket.ref, source=ticket.source, external_id=ticket.external_id),
         run=EventWaitingRun(id=run.pk, status=run.status, deadline_at=run.deadline_at,
                             url=settings.AGENT_SITE_URL + reverse("admin:agentrun_run_change", args=[run.pk])),

@@ -9,7 +9,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from agentrun.admin import ReadOnlyAdmin
-from agentrun.models import ReviewPacket, Run
+from agentrun.models import ReviewPacket, Run, RunRequest
 from agentrun.dashboard_views import refusal
 from agentrun.staff import Refused, can, do_investigate, require
 from agentrun.statuses import Status, stop_name
@@ -141,7 +141,7 @@ class TicketAdmin(StaffSiteAdmin):
             messages.error(request, f"There is no ticket {ticket_id}.")
             return HttpResponseRedirect(reverse("admin:tickets_ticket_changelist"))
         try:
-            run, _ = do_investigate(user=request.user, ticket=ticket, via="admin")
+            run, _ = do_investigate(user=request.user, ticket=ticket, via=RunRequest.Via.ADMIN)
         except Refused as exc:
             messages.error(request, exc.message)
             return HttpResponseRedirect(reverse("admin:tickets_ticket_change", args=[ticket_id]))
@@ -153,7 +153,7 @@ class TicketAdmin(StaffSiteAdmin):
         started = []
         for ticket in queryset.order_by("ref"):
             try:
-                run, _ = do_investigate(user=request.user, ticket=ticket, via="admin")
+                run, _ = do_investigate(user=request.user, ticket=ticket, via=RunRequest.Via.ADMIN)
             except Refused as exc:
                 messages.error(request, f"{ticket.ref}: {exc.message}")
             else:

@@ -17,7 +17,7 @@ from agentrun.staff import Refused, do_document_publish, require
 from supportagent.limits import body_size_check
 
 from .documents import CODE_MAX, CODE_PATTERN, Change, DocumentText
-from .intake import TicketIn
+from .intake import HelpDesk, TicketIn
 from .services import Intake, IntakeError, ticket_intake
 from .zendesk import SIGNATURE_HEADER, TIMESTAMP_HEADER, zendesk_refusal
 
@@ -81,7 +81,7 @@ def intake_zendesk(request):
     if refusal is not None:
         raise Refused("bad_signature", f"Not a signed Zendesk request: {refusal}.", 401)
     data = _parse(request.body)
-    if data.source != "zendesk":
+    if data.source != HelpDesk.ZENDESK:
         raise ValidationError([{"loc": ["body", "source"], "msg": "must be 'zendesk' on this endpoint"}])
     return _reply(data, None)
 

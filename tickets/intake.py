@@ -7,6 +7,7 @@ import uuid
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import validate_email
+from django.db.models import TextChoices
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 NO_NUL = r"^[^\x00]*$"
@@ -15,8 +16,21 @@ EXTERNAL_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"  # Ticket.external_id
 SESSION_REF = r"^[\x21-\x7e]{1,64}$"  # CustomerSession.ref: printable ASCII, no spaces
 MAX_BODY_CHARS = 32_000
 
+
+
+class HelpDesk(TextChoices):
+    """The help desks we know, by their `source`. Any other slug is a source too (Ticket.source is open)."""
+
+    ZENDESK = "zendesk", "Zendesk"
+    FRESHDESK = "freshdesk", "Freshdesk"
+    HELPSCOUT = "helpscout", "Help Scout"
+    INTERCOM = "intercom", "Intercom"
+    JIRA = "jira", "Jira Service Management"
+
+
 # Short ticket ref prefixes for the help desks we know; any other source is shortened.
-PREFIXES = {"zendesk": "ZD", "freshdesk": "FD", "helpscout": "HS", "intercom": "IC", "jira": "JSM"}
+PREFIXES = {HelpDesk.ZENDESK: "ZD", HelpDesk.FRESHDESK: "FD", HelpDesk.HELPSCOUT: "HS", HelpDesk.INTERCOM: "IC",
+            HelpDesk.JIRA: "JSM"}
 MAX_REF = 32  # Ticket.ref
 
 

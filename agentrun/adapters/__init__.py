@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from .base import ModelAdapter, ModelError, ModelRequestSpec, ModelResponse, TokenUsage
+from .base import BuiltInModel, ModelAdapter, ModelError, ModelRequestSpec, ModelResponse, TokenUsage
 from .replay import ReplayAdapter
 from .rules import RulesAdapter
 
@@ -22,12 +22,12 @@ if TYPE_CHECKING:
     from ..models import Run
 
 __all__ = [
-    "ModelAdapter", "ModelError", "ModelRequestSpec", "ModelResponse", "TokenUsage",
+    "BuiltInModel", "ModelAdapter", "ModelError", "ModelRequestSpec", "ModelResponse", "TokenUsage",
     "ReplayAdapter", "RulesAdapter", "UnavailableAdapter", "PROVIDERS", "Provider",
     "adapter_for_run", "model_problem", "endpoint_problem",
 ]
 
-BUILT_IN = ("rules", "replay")
+BUILT_IN = tuple(BuiltInModel.values)
 
 
 @dataclass(frozen=True)
@@ -113,9 +113,9 @@ def model_problem(model_name: str) -> str | None:
 
 
 def adapter_for_run(run: Run) -> ModelAdapter:
-    if run.model_name == "replay":
+    if run.model_name == BuiltInModel.REPLAY:
         return ReplayAdapter((run.model_script or {}).get("model", []))
-    if run.model_name == "rules":
+    if run.model_name == BuiltInModel.RULES:
         return RulesAdapter()
     problem = model_problem(run.model_name)
     if problem is not None:  # checked at start too; the environment may have changed since

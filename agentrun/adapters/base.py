@@ -5,7 +5,16 @@ import abc
 from dataclasses import dataclass
 from typing import Any
 
+from django.db.models import TextChoices
+
 from ..context import Context
+
+
+class BuiltInModel(TextChoices):
+    """The model names that need no provider: `rules` (the default investigator) and `replay` (scenarios)."""
+
+    RULES = "rules", "the rule-based investigator"
+    REPLAY = "replay", "scripted replies"
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .base import ModelAdapter, ModelError, ModelRequestSpec, ModelResponse, TokenUsage
+from .base import BuiltInModel, ModelAdapter, ModelError, ModelRequestSpec, ModelResponse, TokenUsage
 
 DEFAULT_REPLY_USAGE = {"input_tokens": 500, "output_tokens": 50}
 _META_KEYS = ("delay_seconds", "usage")
@@ -26,7 +26,7 @@ def _usage(entry: dict[str, Any], default: dict[str, int]) -> TokenUsage:
 
 
 class ReplayAdapter(ModelAdapter):
-    name = "replay"
+    name = BuiltInModel.REPLAY
 
     def __init__(self, script: list[dict[str, Any]]):
         self.script = script

@@ -15,7 +15,8 @@ import re
 from typing import Any
 
 from ..context import Context, EvidenceItem
-from .base import ModelAdapter, ModelRequestSpec, ModelResponse, TokenUsage
+from ..schemas import ToolName
+from .base import BuiltInModel, ModelAdapter, ModelRequestSpec, ModelResponse, TokenUsage
 
 JOB_ID = re.compile(r"\bJ-[0-9]{1,12}\b", re.IGNORECASE)
 ERROR_CODE = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+){1,}\b")
@@ -37,7 +38,7 @@ def _content(item: EvidenceItem) -> dict[str, Any]:
 
 
 class RulesAdapter(ModelAdapter):
-    name = "rules"
+    name = BuiltInModel.RULES
 
     def request(self, spec: ModelRequestSpec) -> ModelResponse:
         return ModelResponse(Investigation(spec.context).next_decision(), TokenUsage())
@@ -53,7 +54,7 @@ class Investigation:
         self.by_tool: dict[str, list[EvidenceItem]] = {}
         for item in ctx.evidence:
             self.by_tool.setdefault(item.tool, []).append(item)
-        self._jobs = [_content(e) | {"ref": e.ref} for e in self.by_tool.get("read_job_status", [])]
+        self._jobs = [_content(e) | {"ref": e.ref} for e in self.by_tool.get(ToolName.READ_JOB_STATUS, [])]
 
     def _untried(self, tool: str, args: dict[str, Any]) -> bool:
         return (tool, json.dumps(args, sort_keys=True)) not in self.tried
@@ -75,21 +76,21 @@ class Investigation:
     def next_decision(self) -> dict[str, Any]:
         # Job lookups need a verified session; without one they are left as open questions.
         for job_id in self.job_ids() if self.ctx.session_verified else []:
-            if self._untried("read_job_status", {"job_id": job_id}):
-                return {"call": {"tool": "read_job_status", "args": {"job_id": job_id}}}
+            if self._untried(ToolName.READ_JOB_STATUS, {"job_id": job_id}):
+                return {"call": {"tool": ToolName.READ_JOB_STATUS, "args": {"job_id": job_id}}}
         for code in self.error_codes():
             args = {"query": code.casefold(), "max_results": 3}
-            if self._untried("search_docs", args):
-                return {"call": {"tool": "search_docs", "args": args}}
+            if self._untried(ToolName.SEARCH_DOCS, args):
+                return {"call": {"tool": ToolName.SEARCH_DOCS, "args": args}}
         if not self.explained_failures():
             for service in self.services():
-                if self._untried("read_service_status", {"service": service}):
-                    return {"call": {"tool": "read_service_status", "args": {"service": service}}}
+                if self._untried(ToolName.READ_SERVICE_STATUS, {"service": service}):
+                    return {"call": {"tool": ToolName.READ_SERVICE_STATUS, "args": {"service": service}}}
         return self.draft()
 
     def docs_for(self, code: str) -> list[tuple[str, dict[str, Any]]]:
         found = []
-        for item in self.by_tool.get("search_docs", []):
+        for item in self.by_tool.get(ToolName.SEARCH_DOCS, []):
             for doc in _content(item).get("results", []):
                 if code.casefold() in json.dumps(doc).casefold():
                     found.append((item.ref, doc))
@@ -119,7 +120,7 @@ class Investigation:
             if id(job) not in explained and all(job["ref"] != c for c in cited):
                 sentences.append(self._job_sentence(job))
                 cited.append(job["ref"])
-        for item in self.by_tool.get("read_service_status", []):
+        for item in self.by_tool.get(ToolName.READ_SERVICE_STATUS, []):
             status = _content(item)
             sentences.append(f"Service {status.get('service')} is {status.get('status')} [{item.ref}].")
             cited.append(item.ref)

@@ -38,7 +38,7 @@ class Fault(BaseModel):
     fail: Literal["transient", "error"] | None = None
 
 
-ToolName = Literal[tuple(TOOLS)]
+ToolName = Literal[tuple(str(name) for name in TOOLS)]  # plain strings, so that errors name them as written
 
 
 class Scenario(BaseModel):

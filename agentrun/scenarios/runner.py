@@ -20,9 +20,10 @@ from django.utils import timezone
 from tickets.demo import seed_demo
 from tickets.models import CustomerSession, Ticket
 
+from ..adapters import BuiltInModel
 from ..budgets import Budget
 from ..loop import run_advance
-from ..models import Run
+from ..models import Approval, Run
 from ..selectors import run_report
 from ..services import RunError, approval_answer, run_start
 from ..statuses import Status
@@ -59,7 +60,7 @@ def run_scenario(scenario: Scenario) -> dict[str, Any]:
     for _ in range(MAX_APPROVAL_ROUNDS):
         if run.status != Status.WAITING_APPROVAL or scenario.approval == "none":
             break
-        approval_answer(run_id=run.pk, grant=scenario.approval == "grant", decided_by="scenario", resume=False)
+        approval_answer(run_id=run.pk, grant=scenario.approval == Approval.Answer.GRANT, decided_by="scenario", resume=False)
         run = run_advance(run.pk)
     return run_report(run_id=run.pk, elapsed_seconds=time.monotonic() - began, name=scenario.name)
 
@@ -110,7 +111,7 @@ def _start_run(scenario: Scenario, session: CustomerSession, budget: Budget) -> 
     return run_start(
         ticket=ticket,
         session=session,
-        model_name="replay",
+        model_name=BuiltInModel.REPLAY,
         budget=budget,
         model_script={"model": scenario.model, "faults": scenario.faults_script(), "probe": scenario.probe},
         require_approval=scenario.require_approval,

@@ -3,10 +3,11 @@ addresses the agent; on the packet page and in the API."""
 from __future__ import annotations
 
 import pytest
+from django.utils.dateparse import parse_datetime
 
 from agentrun.models import ReviewPacket
 from agentrun.services import investigation_start
-from agentrun.timeline import evidence_for
+from agentrun.timeline import EvidenceView, evidence_for
 from tests.support.staff import bearer, client_for
 from tickets.models import Document, DocumentRevision, Ticket
 
@@ -80,3 +81,27 @@ def test_staff_can_open_the_cited_revision(staff_user, ticket_t1001):
     revision = DocumentRevision.objects.get(document__code="DOC-NOTE-9", number=1)
     page = client_for(staff_user).get(f"/admin/tickets/documentrevision/{revision.pk}/change/")
     assert page.status_code == 200 and "ignore your rules" in page.content.decode()
+
+
+def test_the_api_shows_the_evidence_exactly_as_the_staff_pages_read_it(staff_user, ticket_t1001):
+    packet = _packet("T-1007")
+    body = client_for(staff_user).get(f"/api/packets/{packet.pk}", **bearer(staff_user)).json()
+    views = evidence_for(ticket_id=packet.run.ticket_id, refs=packet.evidence_refs)
+    # The API's JSON gives times to the millisecond.
+    shown = [{**item, "captured_at": parse_datetime(item["captured_at"])} for item in body["evidence"]]
+    assert shown == [view.model_dump(mode="json") | {"captured_at": view.captured_at.replace(
+        microsecond=view.captured_at.microsecond // 1000 * 1000)} for view in views]
+    assert [set(item) for item in body["evidence"]] == [set(EvidenceView.model_json_schema(mode="serialization")
+                                                            ["properties"])] * len(views)
+    search = next(view for view in views if view.documents)
+    assert search.suspected_injection and search.injection == search.injection_phrase == "AI agents reading this"
+
+
+def test_the_api_documents_the_evidence_with_the_view_s_fields(staff_user):
+    schema = client_for(staff_user).get("/api/openapi.json").json()["components"]["schemas"]
+    evidence = set(schema["EvidenceView"]["properties"])
+    assert evidence == {"ref", "tool", "args", "source_kind", "source", "excerpt", "truncated", "captured_at",
+                        "documents", "suspected_injection", "injection_phrase"}
+    assert set(schema["DocumentView"]["properties"]) == {"code", "revision", "title", "url", "excerpt",
+                                                         "suspected_injection", "injection"}
+    assert schema["EvidenceView"]["properties"]["source_kind"] == {"$ref": "#/components/schemas/SourceKind"}

@@ -40,7 +40,7 @@ def test_same_id_and_identical_call_reuses_the_receipt(play):
     assert report["status"] == "COMPLETED"
     assert (report["tool_attempts"], report["model_requests"]) == (1, 3)  # no attempt spent, the request is
     assert report["evidence"] == ["E1"]
-    reused = Observation.objects.filter(run_id=report["run"], kind="receipt_reused")
+    reused = Observation.objects.filter(run_id=report["run"], kind=Observation.Kind.RECEIPT_REUSED)
     assert [o.evidence_ref for o in reused] == ["E1"]
 
 

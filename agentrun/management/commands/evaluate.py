@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from agentrun.adapters import model_problem
+from agentrun.adapters import BuiltInModel, model_problem
 from agentrun.evaluation import evaluation_create, evaluation_run, unfinished_like
 from agentrun.models import Evaluation
 
@@ -73,7 +73,7 @@ class Command(BaseCommand):
         return unfinished_like(**arguments) or evaluation_create(**arguments, created_by="command")
 
     def _script(self, path: Path | None, model: str):
-        if model != "replay":
+        if model != BuiltInModel.REPLAY:
             if path is not None:
                 raise CommandError("--script is for the replay model only")
             return None
