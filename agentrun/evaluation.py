@@ -121,15 +121,15 @@ def case_run(*, case_id: int) -> bool:
 def case_claim(*, case_id: int) -> EvaluationCase | None:
     """The case with its candidate's run (started here if it had none), or None when the case is done.
 
-    Holds the case row's lock while it decides, so two callers start one run.
+    Holds the case row's lock while it decides, so two callers start one run. The row is locked
+    alone: a row joined to it would be read as it was before the wait for the lock (a run started
+    meanwhile would look absent), so the decision reads only the locked row's own columns.
     """
     with transaction.atomic():
-        case = (EvaluationCase.objects.select_for_update(of=("self",))
-                .select_related("evaluation", "original_run__packet", "original_run__ticket", "candidate_run")
-                .get(pk=case_id))
+        case = EvaluationCase.objects.select_for_update().get(pk=case_id)
         if case.state == EvaluationCase.State.DONE:
             return None
-        if case.candidate_run is None:
+        if case.candidate_run_id is None:
             case_start(case)
     return case
 
@@ -217,8 +217,7 @@ def case_finish(*, case_id: int, run: Run) -> None:
     """Record the case's figures once: under the case row's lock, a case already done is left alone.
     The last case to finish finishes the evaluation (its figures), wherever it ran."""
     with transaction.atomic():
-        case = (EvaluationCase.objects.select_for_update(of=("self",))
-                .select_related("evaluation", "original_run__packet").get(pk=case_id))
+        case = EvaluationCase.objects.select_for_update().get(pk=case_id)  # alone, as in case_claim
         if case.state == EvaluationCase.State.DONE:
             return
         for name, value in case_figures(original=case.original_run, candidate=run).items():
