@@ -17,11 +17,15 @@ from agentrun.reviews import packet_review
 from agentrun.selectors import queue_figures
 from agentrun.services import approval_answer, run_start
 from agentrun.statuses import Status
+from tests import staffkit, test_packet_webhook
 from tests.metricskit import scrape, value
-from tests.staffkit import *  # noqa: F401,F403
 from tests.staffkit import SUPERVISORS, bearer, make_user
-from tests.test_packet_webhook import hook, receivers  # noqa: F401
 from tickets.models import Job, Ticket
+
+# The staff personas and the webhook receiver, as fixtures of this module.
+roles, staff_user, supervisor_user = staffkit.roles, staffkit.staff_user, staffkit.supervisor_user
+supervisor_client = staffkit.supervisor_client
+hook, receivers = test_packet_webhook.hook, test_packet_webhook.receivers
 
 pytestmark = pytest.mark.usefixtures("settle")
 
