@@ -120,12 +120,32 @@ def _explanation(run: Run, packet: ReviewPacket | None) -> str:
     return stop_explanation(run.status, run.detail, note, model_name=run.model_name)
 
 
+class PurposeFilter(admin.SimpleListFilter):
+    """The run list opens on investigations; a candidate model's evaluation runs are a click away."""
+
+    title, parameter_name = "purpose", "purpose"
+
+    def lookups(self, request, model_admin):
+        return Run.Purpose.choices
+
+    def value(self):
+        return super().value() or Run.Purpose.INVESTIGATION
+
+    def queryset(self, request, queryset):
+        return queryset.filter(purpose=self.value()) if self.value() in Run.Purpose.values else queryset.none()
+
+    def choices(self, changelist):
+        for value, label in self.lookup_choices:
+            yield {"selected": self.value() == value, "display": label,
+                   "query_string": changelist.get_query_string({self.parameter_name: value})}
+
+
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
     list_display = ("id", "ticket_link", "status", "detail", "model_name", "requests", "attempts", "created_at",
                     "packet_state")
     list_display_links = ("id",)
-    list_filter = ("status", "detail", "model_name", "created_at")
+    list_filter = ("status", "detail", "model_name", "created_at", PurposeFilter)
     list_select_related = ("ticket", "packet")
     search_fields = ("ticket__ref",)
     list_per_page = 50
@@ -451,6 +471,9 @@ class ApprovalAdmin(ReadOnlyAdmin):
                     "decided_by", "note")
     list_filter = ("state", "tool")
     list_select_related = ("run__ticket",)
+
+    def get_queryset(self, request):  # an evaluation answers its own calls: they are nobody's to answer
+        return super().get_queryset(request).filter(run__purpose=Run.Purpose.INVESTIGATION)
 
     @admin.display(description="run")
     def run_link(self, approval):

@@ -201,6 +201,8 @@ class RunFilters(Schema):
     ticket: str | None = Field(None, pattern=REF)
     since: datetime | None = None
     until: datetime | None = None
+    purpose: Run.Purpose = Field(Run.Purpose.INVESTIGATION,
+                                 description="investigation (the default) or evaluation: a candidate model's runs")
     limit: int = Field(20, ge=1, le=100)
     offset: int = Field(0, ge=0, le=1_000_000)
 
@@ -285,6 +287,7 @@ def packet_out(packet: ReviewPacket, checks: list[ItemCheck]) -> dict[str, Any]:
 
 def runs_filtered(f: RunFilters) -> QuerySet[Run]:
     runs = Run.objects.select_related("ticket", "packet", "request__requested_by").order_by("-created_at", "-id")
+    runs = runs.filter(purpose=f.purpose)
     if f.status:
         runs = runs.filter(status=f.status)
     if f.detail:

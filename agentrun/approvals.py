@@ -86,9 +86,10 @@ def time_left_text(seconds: float) -> str:
 
 
 def approvals_waiting() -> QuerySet[Approval]:
-    """Pending approvals of runs still waiting with time left, the nearest deadline first."""
+    """Pending approvals of investigations still waiting with time left, the nearest deadline first
+    (an evaluation answers its own calls from the original run's answers)."""
     return (Approval.objects.filter(state=Approval.State.PENDING, run__status=Status.WAITING_APPROVAL,
-                                    run__deadline_at__gt=timezone.now())
+                                    run__deadline_at__gt=timezone.now(), run__purpose=Run.Purpose.INVESTIGATION)
             .select_related("run__ticket").order_by("run__deadline_at", "id"))
 
 
@@ -129,7 +130,10 @@ def approval_notify(*, approval_id: int) -> int:
 
 def approval_notify_later(*, run: Run, approval: Approval, now: datetime) -> None:
     """Within the step that asks for `approval`: the `approval.waiting` event is recorded with the
-    step's writes (packet webhook on), and the e-mail goes from a worker once the step commits."""
+    step's writes (packet webhook on), and the e-mail goes from a worker once the step commits.
+    Neither for an evaluation's run: nobody is asked, the evaluation answers as the original run was answered."""
+    if run.purpose != Run.Purpose.INVESTIGATION:
+        return
     if webhook_enabled():
         event_record(approval_event(run=run, approval=approval, now=now), run_id=run.pk, now=now)
     transaction.on_commit(partial(_enqueue_notify, approval.pk))

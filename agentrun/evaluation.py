@@ -8,15 +8,20 @@ answer from what the original run recorded (`RecordedDispatcher`); with
 `live_tools` they read the live backends. The loop reaches this module through
 its one hook (agentrun.loop.run_io), which imports agentrun.evaluation_io there so a
 real run never loads it.
+
+A case runs inline (`evaluation_run`) or on a worker (agentrun.evaluation_tasks); either way
+through `case_run`, which is safe to call twice: a finished case is never run again.
 """
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from tickets.models import Evidence, Ticket
@@ -25,10 +30,11 @@ from .budgets import Budget
 from .loop import run_advance
 from .models import Approval, Evaluation, EvaluationCase, ReviewPacket, Run
 from .schemas import call_key
-from .services import approval_answer, run_start
+from .services import RunError, approval_answer, run_start
 from .statuses import Status
 
 MAX_APPROVAL_ROUNDS = 20
+HELD_WAIT_SECONDS = 1.0  # between looks at a run another process holds
 REVIEW_STATES = {
     Evaluation.Reviewed.ACCEPTED: [ReviewPacket.ReviewState.ACCEPTED],
     Evaluation.Reviewed.REJECTED: [ReviewPacket.ReviewState.REJECTED],
@@ -76,19 +82,56 @@ def unfinished_like(**arguments: Any) -> Evaluation | None:
 
 def evaluation_run(evaluation: Evaluation, *, progress: Callable[[int, int], None] | None = None) -> Evaluation:
     """Run every case not yet done, inline; a finished case is never run again. Then the figures."""
-    cases = list(evaluation.cases.select_related("original_run__packet", "candidate_run"))
-    done = sum(c.state == EvaluationCase.State.DONE for c in cases)
-    for case in cases:
-        if case.state == EvaluationCase.State.DONE:
-            continue
-        if case.candidate_run is None or case.candidate_run.status == Status.QUEUED:
-            case.candidate_run = case.candidate_run or case_start(case)
-        run = _drive(case)
-        case_finish(case, run)
+    done, total = evaluation_progress(evaluation)
+    for case_id in evaluation.cases.exclude(state=EvaluationCase.State.DONE).values_list("pk", flat=True):
+        while not case_run(case_id=case_id):  # a worker, or a run cut off here, holds the run until its lease ends
+            time.sleep(HELD_WAIT_SECONDS)
         done += 1
         if progress:
-            progress(done, len(cases))
+            progress(done, total)
     return evaluation_finish(evaluation)
+
+
+def evaluation_progress(evaluation: Evaluation) -> tuple[int, int]:
+    """How many of the evaluation's cases are done, of how many."""
+    counts = evaluation.cases.aggregate(
+        total=Count("pk"), done=Count("pk", filter=Q(state=EvaluationCase.State.DONE))
+    )
+    return counts["done"], counts["total"]
+
+
+def case_run(*, case_id: int) -> bool:
+    """Run one case to its end and finish it; True once it is done (now or before).
+
+    Safe to call twice, at once too (a duplicate delivery, a resumed evaluation): the case
+    row's lock lets one call start the candidate's run, the run's lease lets one drive it,
+    and the case is finished once. False when another process holds the run: the caller
+    looks again later, and whoever sees the run end finishes the case.
+    """
+    case = case_claim(case_id=case_id)
+    if case is None:
+        return True
+    run = _drive(case)
+    if run.is_active and run.status != Status.WAITING_APPROVAL:
+        return False
+    case_finish(case_id=case_id, run=run)
+    return True
+
+
+def case_claim(*, case_id: int) -> EvaluationCase | None:
+    """The case with its candidate's run (started here if it had none), or None when the case is done.
+
+    Holds the case row's lock while it decides, so two callers start one run. The row is locked
+    alone: a row joined to it would be read as it was before the wait for the lock (a run started
+    meanwhile would look absent), so the decision reads only the locked row's own columns.
+    """
+    with transaction.atomic():
+        case = EvaluationCase.objects.select_for_update().get(pk=case_id)
+        if case.state == EvaluationCase.State.DONE:
+            return None
+        if case.candidate_run_id is None:
+            case_start(case)
+    return case
 
 
 def case_start(case: EvaluationCase) -> Run:
@@ -120,13 +163,25 @@ def _drive(case: EvaluationCase) -> Run:
     for _ in range(MAX_APPROVAL_ROUNDS):
         if run.status != Status.WAITING_APPROVAL:
             break
-        pending = run.approvals.get(state=Approval.State.PENDING)
-        granted = case.original_run.approvals.filter(
-            call_key=pending.call_key, state__in=[Approval.State.GRANTED, Approval.State.USED]
-        ).exists()
-        approval_answer(run_id=run.pk, grant=granted, decided_by="evaluation", resume=False)
+        _answer_as_before(case, run)
         run = run_advance(run.pk)
     return run
+
+
+def _answer_as_before(case: EvaluationCase, run: Run) -> None:
+    """Grant the pending call if the original run had it granted, else deny it; nothing if another
+    caller of the same case answered it first."""
+    pending = run.approvals.filter(state=Approval.State.PENDING).first()
+    if pending is None:
+        return
+    granted = case.original_run.approvals.filter(
+        call_key=pending.call_key, state__in=[Approval.State.GRANTED, Approval.State.USED]
+    ).exists()
+    try:
+        approval_answer(run_id=run.pk, grant=granted, decided_by="evaluation", resume=False)
+    except RunError as exc:
+        if exc.code != "not_waiting":
+            raise
 
 
 def cited_sources(run: Run) -> list[str]:
@@ -158,11 +213,19 @@ def case_figures(*, original: Run, candidate: Run) -> dict[str, Any]:
     }
 
 
-def case_finish(case: EvaluationCase, run: Run) -> None:
-    for name, value in case_figures(original=case.original_run, candidate=run).items():
-        setattr(case, name, value)
-    case.state = EvaluationCase.State.DONE
-    case.save()
+def case_finish(*, case_id: int, run: Run) -> None:
+    """Record the case's figures once: under the case row's lock, a case already done is left alone.
+    The last case to finish finishes the evaluation (its figures), wherever it ran."""
+    with transaction.atomic():
+        case = EvaluationCase.objects.select_for_update().get(pk=case_id)  # alone, as in case_claim
+        if case.state == EvaluationCase.State.DONE:
+            return
+        for name, value in case_figures(original=case.original_run, candidate=run).items():
+            setattr(case, name, value)
+        case.state = EvaluationCase.State.DONE
+        case.save()
+    if not case.evaluation.cases.exclude(state=EvaluationCase.State.DONE).exists():
+        evaluation_finish(case.evaluation)
 
 
 def evaluation_figures(cases: Iterable[EvaluationCase]) -> dict[str, Any]:
@@ -187,8 +250,10 @@ def evaluation_figures(cases: Iterable[EvaluationCase]) -> dict[str, Any]:
 
 
 def evaluation_finish(evaluation: Evaluation) -> Evaluation:
+    """The figures of the cases done so far; finished (once) when none is left."""
+    evaluation.refresh_from_db(fields=["finished_at"])
     evaluation.figures = evaluation_figures(evaluation.cases.all())
-    if not evaluation.cases.exclude(state=EvaluationCase.State.DONE).exists():
+    if evaluation.finished_at is None and not evaluation.cases.exclude(state=EvaluationCase.State.DONE).exists():
         evaluation.finished_at = timezone.now()
     evaluation.save(update_fields=["figures", "finished_at"])
     return evaluation

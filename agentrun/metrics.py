@@ -5,7 +5,8 @@ commits (a step tried again on a new connection is counted once), and nowhere
 else: a counter's increment costs no database statement. Labels take bounded
 values only: a status, an outcome, a tool of the dispatch table (else
 "unknown"), a model name from configuration (else "other"); never a ticket or
-a run. The queue's gauges are read from the database when /metrics is scraped
+a run. A candidate model's evaluation runs (Run.Purpose.EVALUATION) are not
+counted: the figures are the service's. The queue's gauges are read from the database when /metrics is scraped
 (QueueCollector). With PROMETHEUS_MULTIPROC_DIR set (before the process
 starts) every process writes its counts there and an endpoint serves them all.
 """
@@ -22,6 +23,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from .models import Run
 from .tools import TOOLS
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -71,11 +73,20 @@ def after_commit(count) -> None:
         transaction.on_commit(count)
 
 
-def run_started(model: str) -> None:
-    after_commit(RUNS_STARTED.labels(model_label(model)).inc)
+def counted(purpose: str) -> bool:
+    """Whether a run's facts are counted: an investigation's are, an evaluation's are not."""
+    return purpose == Run.Purpose.INVESTIGATION
 
 
-def run_ended(*, status: str, model: str, seconds: float, tokens: int, cost_micros: int) -> None:
+def run_started(model: str, *, purpose: str = Run.Purpose.INVESTIGATION) -> None:
+    if counted(purpose):
+        after_commit(RUNS_STARTED.labels(model_label(model)).inc)
+
+
+def run_ended(*, status: str, model: str, seconds: float, tokens: int, cost_micros: int,
+              purpose: str = Run.Purpose.INVESTIGATION) -> None:
+    if not counted(purpose):
+        return
     label = model_label(model)
 
     def count() -> None:
@@ -87,12 +98,16 @@ def run_ended(*, status: str, model: str, seconds: float, tokens: int, cost_micr
     after_commit(count)
 
 
-def model_request_settled(*, model: str, outcome: str, latency_ms: int | None) -> None:
-    _settled(MODEL_REQUESTS, MODEL_SECONDS, model_label(model), outcome, latency_ms)
+def model_request_settled(*, model: str, outcome: str, latency_ms: int | None,
+                          purpose: str = Run.Purpose.INVESTIGATION) -> None:
+    if counted(purpose):
+        _settled(MODEL_REQUESTS, MODEL_SECONDS, model_label(model), outcome, latency_ms)
 
 
-def dispatch_settled(*, tool: str, outcome: str, latency_ms: int | None) -> None:
-    _settled(DISPATCHES, DISPATCH_SECONDS, tool_label(tool), outcome, latency_ms)
+def dispatch_settled(*, tool: str, outcome: str, latency_ms: int | None,
+                     purpose: str = Run.Purpose.INVESTIGATION) -> None:
+    if counted(purpose):
+        _settled(DISPATCHES, DISPATCH_SECONDS, tool_label(tool), outcome, latency_ms)
 
 
 def _settled(total: Counter, seconds: Histogram, label: str, outcome: str, latency_ms: int | None) -> None:

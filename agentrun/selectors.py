@@ -236,15 +236,17 @@ class QueueFigures:
 
 
 def queue_figures() -> QueueFigures:
-    """How many runs wait for a worker and for how long, and how many calls wait for a supervisor.
+    """How many runs wait for a worker and for how long, and how many calls wait for a supervisor
+    (investigations only: an evaluation answers its own calls).
 
     Two reads, each within an index: queued runs by the run's (status, deadline_at) index
     (only the queued rows are visited), pending approvals by their partial unique index.
     """
-    queued = Run.objects.filter(status=Status.QUEUED).aggregate(n=Count("pk"), oldest=Min("created_at"))
+    queued = Run.objects.filter(status=Status.QUEUED, purpose=Run.Purpose.INVESTIGATION).aggregate(
+        n=Count("pk"), oldest=Min("created_at"))
     oldest = queued["oldest"]
     age = max((timezone.now() - oldest).total_seconds(), 0.0) if oldest else 0.0
-    waiting = Approval.objects.filter(state=Approval.State.PENDING).count()
+    waiting = Approval.objects.filter(state=Approval.State.PENDING, run__purpose=Run.Purpose.INVESTIGATION).count()
     return QueueFigures(queued["n"], age, waiting)
 
 

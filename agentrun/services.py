@@ -83,7 +83,7 @@ def run_start(
         deadline_at=now + timedelta(seconds=budget.deadline_seconds),
     )
     row_insert(run)
-    metrics.run_started(model_name)
+    metrics.run_started(model_name, purpose=purpose)
     return run
 
 

@@ -193,7 +193,8 @@ def run_expire(*, run_id: int) -> bool:
             _charge(run, request, whole_reservation=True)
             request.outcome, request.finished_at = ModelRequest.Outcome.DEADLINE, now
             request.save()
-            metrics.model_request_settled(model=run.model_name, outcome=request.outcome, latency_ms=None)
+            metrics.model_request_settled(model=run.model_name, outcome=request.outcome, latency_ms=None,
+                                          purpose=run.purpose)
         run.attempts.filter(outcome=ToolAttempt.Outcome.PENDING).update(
             outcome=ToolAttempt.Outcome.TIMEOUT, finished_at=now
         )
@@ -286,7 +287,8 @@ def _record_model(run: Run, op: ModelOp, res: OpResult, now: datetime) -> Operat
         proposal = Malformed(response.cut_short) if response.cut_short else parse_reply(response.payload)
         nxt = _decide(run, request, proposal, now)
     row_update_later(request, REQUEST_RESULT_FIELDS, by=("run", "seq"))
-    metrics.model_request_settled(model=run.model_name, outcome=request.outcome, latency_ms=request.latency_ms)
+    metrics.model_request_settled(model=run.model_name, outcome=request.outcome, latency_ms=request.latency_ms,
+                                   purpose=run.purpose)
     return _stop(run, stop, now) if stop is not None else nxt
 
 
@@ -458,11 +460,13 @@ def _recover_interrupted(run: Run, now: datetime) -> None:
         _charge(run, request, whole_reservation=True)
         request.outcome, request.finished_at = ModelRequest.Outcome.INTERRUPTED, now
         request.save()
-        metrics.model_request_settled(model=run.model_name, outcome=request.outcome, latency_ms=None)
+        metrics.model_request_settled(model=run.model_name, outcome=request.outcome, latency_ms=None,
+                                      purpose=run.purpose)
     for attempt in run.attempts.filter(outcome=ToolAttempt.Outcome.PENDING):
         attempt.outcome, attempt.finished_at = ToolAttempt.Outcome.INTERRUPTED, now
         attempt.save()
-        metrics.dispatch_settled(tool=attempt.tool, outcome=attempt.outcome, latency_ms=None)
+        metrics.dispatch_settled(tool=attempt.tool, outcome=attempt.outcome, latency_ms=None,
+                                 purpose=run.purpose)
         Observation.objects.create(
             run=run, kind="interrupted",
             text=f"The {attempt.tool} call was interrupted and its result is unknown. It counts as the last call"
@@ -484,7 +488,8 @@ def _record_dispatch(run: Run, op: DispatchOp, res: OpResult, now: datetime) -> 
     else:
         _record_result(run, attempt, outcome.value)
     row_update_later(attempt, ATTEMPT_RESULT_FIELDS, by=("run", "seq"))
-    metrics.dispatch_settled(tool=op.tool, outcome=attempt.outcome, latency_ms=attempt.latency_ms)
+    metrics.dispatch_settled(tool=op.tool, outcome=attempt.outcome, latency_ms=attempt.latency_ms,
+                              purpose=run.purpose)
     if run.time_left(now) <= 0 or (isinstance(outcome, TimedOut) and res.by_deadline):
         return _stop(run, Stop(Status.DEADLINE, note=f"the deadline passed during {op.tool}"), now)
     # A backend that learns only from its reply that a job is another account's (Forbidden) or
@@ -550,7 +555,7 @@ def _stop(run: Run, stop: Stop, now: datetime, *, draft: Draft | None = None,
     run.tokens_reserved = run.cost_reserved_micros = 0
     run.pending_call = None
     metrics.run_ended(status=stop.status, model=run.model_name, seconds=(now - run.created_at).total_seconds(),
-                      tokens=run.tokens_used, cost_micros=run.cost_used_micros)
+                      tokens=run.tokens_used, cost_micros=run.cost_used_micros, purpose=run.purpose)
     packet_write(run=run, stop=stop, draft=draft, now=now, refused=refused)
     _expire_approvals(run)
     return None

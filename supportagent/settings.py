@@ -228,6 +228,7 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_DEFAULT_QUEUE = env_str("AGENT_QUEUE", "supportagent")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_IMPORTS = ["agentrun.evaluation_tasks"]  # tasks outside the apps' tasks modules
 
 
 def env_float(name: str, default: float) -> float:

@@ -1,6 +1,7 @@
 """python manage.py evaluate --model MODEL: test a candidate model against reviewed packets."""
 import json
 import sys
+import time as clock
 from datetime import datetime, time
 from pathlib import Path
 
@@ -8,9 +9,17 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
+from kombu.exceptions import OperationalError as BrokerUnavailable
+
 from agentrun.adapters import BuiltInModel, model_problem
-from agentrun.evaluation import evaluation_create, evaluation_run, unfinished_like
+from agentrun.evaluation import (
+    evaluation_create, evaluation_finish, evaluation_progress, evaluation_run, unfinished_like,
+)
+from agentrun.evaluation_tasks import evaluation_enqueue
 from agentrun.models import Evaluation
+from supportagent.celery import app as celery_app
+
+POLL_SECONDS = 0.5
 
 
 def parse_since(text: str | None) -> datetime | None:
@@ -38,13 +47,23 @@ class Command(BaseCommand):
         parser.add_argument("--script", type=Path, help="a JSON list of replies, for the replay model")
         parser.add_argument("--resume", type=int, metavar="EVALUATION_ID", help="go on with this evaluation")
         parser.add_argument("--json", action="store_true", help="print the figures and cases as JSON")
+        parser.add_argument("--timeout", type=float, default=3600, metavar="SECONDS",
+                            help="with a broker: how long to wait for the workers (default 3600)")
 
     def handle(self, *args, **options):
         evaluation = self._evaluation(options)
+        on_workers = not celery_app.conf.task_always_eager  # a broker is configured, as for investigations
         try:
-            evaluation = evaluation_run(evaluation, progress=self._progress_bar())
+            if on_workers:
+                evaluation = self._on_workers(evaluation, options["timeout"])
+            else:
+                evaluation = evaluation_run(evaluation, progress=self._progress_bar())
         except KeyboardInterrupt:
-            self.stderr.write(f"\ninterrupted: resume with --resume {evaluation.pk}")
+            if on_workers:
+                self.stderr.write(f"\ninterrupted: the workers go on with the queued cases; watch them (and send"
+                                  f" any left again) with --resume {evaluation.pk}")
+            else:
+                self.stderr.write(f"\ninterrupted: resume with --resume {evaluation.pk}")
             raise SystemExit(130) from None
         if options["json"]:
             self.stdout.write(json.dumps(self._report(evaluation), indent=2))
@@ -71,6 +90,27 @@ class Command(BaseCommand):
             "limit": options["limit"], "live_tools": options["live_tools"], "model_script": script,
         }
         return unfinished_like(**arguments) or evaluation_create(**arguments, created_by="command")
+
+    def _on_workers(self, evaluation: Evaluation, timeout: float) -> Evaluation:
+        """Send the unfinished cases to the workers, then follow them in the database until all are done."""
+        try:
+            evaluation_enqueue(evaluation)
+        except BrokerUnavailable as exc:
+            raise CommandError(f"the broker did not answer ({exc}); try again with --resume {evaluation.pk}") from None
+        progress, shown = self._progress_bar(), None
+        until = clock.monotonic() + timeout
+        while True:
+            done, total = evaluation_progress(evaluation)
+            if progress and (done, total) != shown:
+                progress(done, total)
+                shown = (done, total)
+            if done == total:
+                return evaluation_finish(evaluation)
+            if clock.monotonic() >= until:
+                raise CommandError(
+                    f"{done} of {total} cases done after {timeout:g} s; the workers go on with the rest: "
+                    f"watch them, or send any left again, with --resume {evaluation.pk}")
+            clock.sleep(POLL_SECONDS)
 
     def _script(self, path: Path | None, model: str):
         if model != BuiltInModel.REPLAY:
