@@ -20,6 +20,7 @@ from agentrun.loop import run_advance
 from agentrun.models import Evaluation, EvaluationCase, ReviewPacket, Run
 from agentrun.reviews import packet_review
 from agentrun.services import run_start
+from agentrun.statuses import Status
 from supportagent.celery import app as celery_app
 from tests.support.workers import ROOT, Cluster, publishing_to, wait_for
 from tickets.models import Ticket
@@ -120,7 +121,7 @@ def test_a_resumed_evaluation_runs_no_finished_case_again_and_a_case_sent_twice_
     after = dict(evaluation.cases.values_list("pk", "candidate_run_id"))
     assert {pk: after[pk] for pk in before} == before
     assert EvaluationCase.objects.filter(evaluation=evaluation, state=EvaluationCase.State.DONE).count() == CASES
-    assert Run.objects.filter(purpose=Run.Purpose.EVALUATION, status="COMPLETED").count() >= 1
+    assert Run.objects.filter(purpose=Run.Purpose.EVALUATION, status=Status.COMPLETED).count() >= 1
 
 
 def test_the_command_times_out_and_is_interrupted_leaving_the_cases_to_the_workers(cluster):

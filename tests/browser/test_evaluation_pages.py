@@ -13,6 +13,7 @@ from agentrun.loop import run_advance
 from agentrun.models import Evaluation, ReviewPacket, Run
 from agentrun.reviews import packet_review
 from agentrun.services import run_start
+from agentrun.statuses import Status
 from tests.support.staff import PASSWORD
 from tickets.models import Ticket
 
@@ -48,7 +49,7 @@ def test_the_list_the_comparison_its_run_links_and_the_csv(page, live_server, lo
 
     row.locator("a").first.click()
     expect(page).to_have_url(re.compile(rf"/admin/agentrun/evaluation/{evaluation.pk}/change/$"))
-    expect(page.locator("#evaluation h2")).to_contain_text(f"Evaluation {evaluation.pk}: rules")
+    expect(page.locator("#content h1")).to_have_text(f"Evaluation {evaluation.pk}: rules against reviewed packets")
     cases = page.locator("#evaluation-cases tbody tr")
     expect(cases).to_have_count(len(TICKETS))
     expect(page.locator("#evaluation-figures")).to_contain_text("100 % of")
@@ -59,6 +60,7 @@ def test_the_list_the_comparison_its_run_links_and_the_csv(page, live_server, lo
     row = cases.first
     expect(row).to_contain_text(first.original_run.ticket.ref)
     expect(row).to_contain_text("agrees")
+    expect(row).to_contain_text(Status(first.status).label)  # the status as staff read it everywhere
     row.get_by_role("link", name=f"run {first.original_run_id}").click()
     expect(page.locator("#run-status")).to_have_attribute("data-status", first.original_run.status)
     expect(page.locator("#timeline")).to_be_visible()
