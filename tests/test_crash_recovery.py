@@ -13,7 +13,8 @@ from agentrun.loop import run_advance
 from agentrun.models import ModelRequest, Observation, Run
 from agentrun.selectors import run_report
 from agentrun.services import run_start
-from agentrun.steps import DispatchOp, ModelOp, OpResult, run_begin, run_record
+from agentrun.operations import DispatchOp, ModelOp, OpResult
+from agentrun.steps import run_begin, run_record
 from agentrun.waiting import Finished
 from tickets.models import Account
 
@@ -49,7 +50,7 @@ def test_a_dispatch_in_flight_at_a_crash_stays_counted_and_is_reported_interrupt
     run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": [J42, DOCS, DRAFT]})
     step = run_begin(run_id=run.pk, owner="worker-that-dies")
     reply = OpResult(Finished(ModelResponse(J42, TokenUsage(500, 50))), False, timezone.now())
-    step = run_record(run_id=run.pk, owner="worker-that-dies", version=step.version, op=step.op, result=reply)
+    step = run_record(run=step.run, owner="worker-that-dies", op=step.op, result=reply)
     assert isinstance(step.op, DispatchOp)
     assert Run.objects.get(pk=run.pk).tool_attempts == 1  # committed before the dispatch
     worker_dies(run.pk)
