@@ -59,7 +59,7 @@ from .settling import (
     requests_settle_unanswered,
     run_stop,
 )
-from .sql import hold_insert, hold_save, hold_update, run_locked, run_relocked, writes_together
+from .sql import hold_insert, hold_save, hold_update_row, run_locked, run_relocked, writes_together
 from .statuses import Detail, Status, Stop
 from .tools import TOOLS, ApprovalRequired
 from .waiting import Finished, Raised, TimedOut
@@ -75,7 +75,7 @@ REQUEST_RESULT_FIELDS = [
     "input_tokens", "output_tokens", "charged_tokens", "charged_cost_micros", "outcome", "proposal",
     "validation_error", "error", "finished_at", "latency_ms",
 ]
-ATTEMPT_RESULT_FIELDS = ["outcome", "result_excerpt", "error", "evidence", "finished_at", "latency_ms"]
+ATTEMPT_RESULT_FIELDS = ["outcome", "result_excerpt", "error", "evidence_id", "finished_at", "latency_ms"]
 
 
 def lease_seconds(budget: Budget) -> float:
@@ -235,8 +235,8 @@ def _record_model(run: Run, op: ModelOp, res: OpResult, now: datetime) -> Operat
         response = res.result.value
         proposal = Malformed(response.cut_short) if response.cut_short else parse_reply(response.payload)
         nxt = _decide(run, request, proposal, now)
-    hold_update(ModelRequest.objects.filter(run_id=op.run_id, seq=op.seq),
-                **{name: getattr(request, name) for name in REQUEST_RESULT_FIELDS})
+    hold_update_row(ModelRequest, {"run_id": op.run_id, "seq": op.seq},
+                    **{name: getattr(request, name) for name in REQUEST_RESULT_FIELDS})
     metrics.model_request_settled(model=run.model_name, outcome=request.outcome, latency_ms=request.latency_ms)
     return run_stop(run=run, stop=stop, now=now) if stop is not None else nxt
 
@@ -363,8 +363,8 @@ def _record_dispatch(run: Run, op: DispatchOp, res: OpResult, now: datetime) -> 
                           call_id=op.call.call_id or "", retry_number=op.retry_number, finished_at=now,
                           latency_ms=res.latency_ms)
     attempt_settle(run=run, attempt=attempt, result=res)
-    hold_update(ToolAttempt.objects.filter(run_id=op.run_id, seq=op.seq),
-                **{name: getattr(attempt, name) for name in ATTEMPT_RESULT_FIELDS})
+    hold_update_row(ToolAttempt, {"run_id": op.run_id, "seq": op.seq},
+                    **{name: getattr(attempt, name) for name in ATTEMPT_RESULT_FIELDS})
     metrics.dispatch_settled(tool=op.tool, outcome=attempt.outcome, latency_ms=attempt.latency_ms)
     outcome = res.result
     if run.time_left(now) <= 0 or (isinstance(outcome, TimedOut) and res.by_deadline):
