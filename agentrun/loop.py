@@ -24,7 +24,6 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from supportagent.logs import log_step, run_logging
-from supportagent.rows import row_get
 from tickets.selectors import SessionScope
 
 from .adapters import ModelAdapter, ModelRequestSpec, adapter_for_run
@@ -80,14 +79,13 @@ def _drive(run_id: int, owner: str, adapter: ModelAdapter | None, dispatcher: Di
         result = _execute(step.op, run, budget, adapter, dispatcher)
         log.info("run %s: %s answered in %d ms", run_id, name, result.latency_ms)
         done = step
-        # Tried again, the step reads the run whole: the failed try changed the objects it was handed.
+        # Tried again, the step reads the run whole: the failed try changed the object it was handed.
         step = on_fresh_connection(lambda retry: run_record(
-            run_id=run_id, owner=owner, version=done.version, op=done.op, result=result,
-            tally=None if retry else done.tally, run=None if retry else done.run, retry=retry))
+            run=done.run, owner=owner, op=done.op, result=result, retry=retry))
         if step.landed:  # the step committed, its answer was lost: resume from what it wrote
             step = on_fresh_connection(lambda retry: run_begin(run_id=run_id, owner=owner))
         run = step.run or run  # the same object, unless a retry read it anew
-    run = step.run if step.run is not None else row_get(Run, run_id)  # as the last step wrote it
+    run = step.run if step.run is not None else Run.objects.get(pk=run_id)  # as the last step wrote it
     log.info("run %s left %s", run_id, run.status)
     return run
 
@@ -112,7 +110,7 @@ def run_io(run: Run) -> tuple[ModelAdapter, Dispatcher]:
 
 
 def _step_name(op: Operation) -> str:
-    return f"model_request {op.index + 1}" if isinstance(op, ModelOp) else f"dispatch {op.seq} {op.tool}"
+    return f"model_request {op.seq}" if isinstance(op, ModelOp) else f"dispatch {op.seq} {op.tool}"
 
 
 def on_fresh_connection(call: Callable[[bool], T]) -> T:

@@ -55,9 +55,6 @@ class WatchdogAction(TextChoices):
     LATE_RESULT = "late_result_discarded", "late result discarded"
 
 
-LATE_RESULT = WatchdogAction.LATE_RESULT  # the name the run's steps use
-
-
 def model_label(name: str) -> str:
     """A model name from configuration (the default model or one with a configured price), else "other"."""
     return name if name == settings.AGENT_MODEL or name in settings.AGENT_MODEL_PRICES else "other"

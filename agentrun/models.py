@@ -171,8 +171,6 @@ class Observation(models.Model):
         TOOL_FAILURE = "tool_failure", "lookup failed"
         DISCARDED = "discarded_late_result", "late result discarded"
 
-    DISCARDED = Kind.DISCARDED  # the name the run's steps use
-
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="observations")
     kind = models.CharField(max_length=32, choices=Kind.choices)
     text = models.TextField()

@@ -16,26 +16,40 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ModelOp:
-    index: int  # 0-based position among the run's recorded requests (its row's seq is index + 1)
-    reserved_tokens: int
-    reserved_cost_micros: int
+    """A model request reserved by a step: its row's key (run, seq), the run version that step
+    committed (its result is recorded only at that version), and what the model is shown."""
+
+    run_id: int
+    seq: int  # the request row's, 1-based in the run
+    version: int
     allowances: dict[str, Any]  # what is left, as of the reservation, shown to the model
+
+    @property
+    def index(self) -> int:
+        """0-based position among the run's requests."""
+        return self.seq - 1
 
 
 @dataclass(frozen=True)
 class DispatchOp:
+    """A dispatch reserved by a step: its attempt row's key (run, seq), the run version that step
+    committed, the call, and what deciding on its result needs."""
+
+    run_id: int
     seq: int  # the attempt row's, 1-based in the run
-    tool: str
-    args: dict[str, Any]
+    version: int
+    call: NormalizedCall
     index: int  # how many dispatches of this tool the run made before this one
-    call_key: str
-    call_id: str
-    retry_number: int
+    retry_number: int = 0
     approved: bool = False  # a supervisor approved this exact call (its retries carry the approval along)
 
     @property
-    def call(self) -> NormalizedCall:
-        return NormalizedCall(self.tool, self.args, self.call_id or None)
+    def tool(self) -> str:
+        return self.call.tool
+
+    @property
+    def args(self) -> dict[str, Any]:
+        return self.call.args
 
 
 Operation = ModelOp | DispatchOp
@@ -72,14 +86,12 @@ class Tally:
 
 @dataclass(frozen=True)
 class Next:
-    """What a step leaves the loop: the operation to execute (None: stop driving), the run version, its tally,
-    and the run as the step wrote it (for the next step to take up).
+    """What a step leaves the loop: the operation to execute (None: stop driving) and the run as the
+    step wrote it, with its tally (for the next step to take up; None when the step wrote nothing).
 
     `landed`: a step tried again found that its first try had committed (the answer was lost with the
     connection), so the operation it reserved is not known here; the driver resumes the run."""
 
     op: Operation | None
-    version: int
-    tally: Tally | None = None
     run: Run | None = None
     landed: bool = False

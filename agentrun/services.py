@@ -12,7 +12,6 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from supportagent.rows import row_insert
 from tickets.models import CustomerSession, Ticket
 
 from . import metrics
@@ -82,7 +81,7 @@ def run_start(
         created_at=now,
         deadline_at=now + timedelta(seconds=budget.deadline_seconds),
     )
-    row_insert(run)
+    run.save(force_insert=True)
     metrics.run_started(model_name, purpose=purpose)
     return run
 

@@ -17,13 +17,15 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from . import metrics
-from .models import Approval, Run
-from .statuses import ACTIVE, Status
-from .steps import run_expire, run_requeue
+from .models import Approval, ModelRequest, Run, ToolAttempt
+from .settling import requests_settle_unanswered, run_stop
+from .statuses import ACTIVE, Status, Stop
+from .steps import run_save
 
 
 @dataclass(frozen=True)
@@ -53,3 +55,45 @@ def watchdog_pass() -> WatchdogPass:
             requeued.append(run_id)
     metrics.watchdog_acted(metrics.WatchdogAction.REQUEUE, len(requeued))
     return WatchdogPass(expired, requeued)
+
+
+def run_expire(*, run_id: int) -> bool:
+    """End an active run whose deadline has passed, whatever its worker is doing. True if it ended it.
+
+    In-flight operations are settled as cut by the deadline: a pending model
+    request is charged its whole reservation, a pending attempt is a timeout.
+    Skips a run whose row another transaction holds; the next pass gets it.
+    """
+    with transaction.atomic():
+        run = Run.objects.select_for_update(skip_locked=True).filter(pk=run_id).first()
+        now = timezone.now()
+        if run is None or not run.is_active or run.time_left(now) > 0:
+            return False
+        requests_settle_unanswered(run=run, outcome=ModelRequest.Outcome.DEADLINE, now=now)
+        run.attempts.filter(outcome=ToolAttempt.Outcome.PENDING).update(
+            outcome=ToolAttempt.Outcome.TIMEOUT, finished_at=now
+        )
+        run_stop(run=run, stop=Stop(Status.DEADLINE, note="the watchdog ended the run at its deadline"), now=now)
+        run_save(run=run, now=now)
+        return True
+
+
+def run_requeue(*, run_id: int, grace_seconds: float) -> bool:
+    """Release the lease of a run whose worker stopped renewing it, or that no worker took up
+    (queued, or granted and still waiting). True if it should be enqueued again.
+
+    The run stays claimable by anyone; it is not requeued again for `grace_seconds`.
+    """
+    with transaction.atomic():
+        run = Run.objects.select_for_update(skip_locked=True).filter(pk=run_id).first()
+        now = timezone.now()
+        if run is None or run.status not in (Status.RUNNING, Status.QUEUED, Status.WAITING_APPROVAL):
+            return False
+        if run.status == Status.WAITING_APPROVAL and not run.approvals.filter(state=Approval.State.GRANTED).exists():
+            return False  # still waiting for its answer: nothing for a worker to do
+        if run.lease_expires_at and run.lease_expires_at > now:
+            return False
+        run.lease_owner, run.lease_expires_at = "", now + timedelta(seconds=grace_seconds)
+        run.version += 1
+        run.save(update_fields=["lease_owner", "lease_expires_at", "version"])
+        return True

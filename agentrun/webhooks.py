@@ -39,9 +39,9 @@ from kombu.exceptions import OperationalError as BrokerUnavailable
 from pydantic import BaseModel, ConfigDict
 
 from supportagent.celery import app as celery_app
-from supportagent.rows import row_insert_later
 
 from .models import Approval, PacketReview, ReviewPacket, Run, WebhookAttempt, WebhookDelivery
+from .sql import hold_insert
 from .timeline import stop_explanation
 
 log = logging.getLogger("agentrun")
@@ -169,7 +169,7 @@ def event_record(event: PacketEvent | ApprovalEvent, *, run_id: int, now: dateti
     """Record any event in the current transaction and send it after commit."""
     delivery = WebhookDelivery(event_id=event.id, event_type=event.type, run_id=run_id,
                                payload=event.model_dump(mode="json"), created_at=now, next_attempt_at=now)
-    row_insert_later(delivery)
+    hold_insert(delivery)
     transaction.on_commit(partial(webhook_enqueue, str(event.id)))
 
 

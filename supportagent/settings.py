@@ -159,8 +159,6 @@ def _database() -> dict:
             raise ImproperlyConfigured(f"DATABASE_URL is not a valid database URL: {exc}") from exc
         if config["ENGINE"] != "django.db.backends.postgresql":
             raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgres://...)")
-        # Django's PostgreSQL backend, with BEGIN and COMMIT sent along with statements (supportagent.postgres).
-        config["ENGINE"] = "supportagent.postgres"
         # A process shares a small pool; a run holds a connection only inside a step's
         # transaction, never while it waits for a model or a tool.
         config.setdefault("OPTIONS", {})["pool"] = {

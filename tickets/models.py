@@ -1,4 +1,5 @@
 """Customers, their sessions and tickets, and what the agent may read about them."""
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 
 
@@ -124,6 +125,9 @@ class DocumentRevision(models.Model):
     body = models.TextField()
     is_current = models.BooleanField(default=False)
     published_at = models.DateTimeField()
+    # Written by PostgreSQL's triggers alone (migration 0002: the title weighs A, the body B), whatever
+    # writes the revision or its document's title; always empty elsewhere (documents_search).
+    search_vector = SearchVectorField(null=True, editable=False)
 
     class Meta:
         ordering = ["document", "number"]

@@ -1,17 +1,17 @@
 """Reads. Anything about an account is scoped by the customer session asking."""
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass, field as dataclass_field
-from functools import cache
+from functools import reduce
 
+from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection
-from django.db.models import Q
-
-from supportagent.rows import column, columns, field, row_from, rows_select, table, width
+from django.db.models import F, Q
 
 from .documents import Current
-from .models import Account, CustomerSession, CustomerUser, Document, DocumentRevision, Evidence, Job, Service
+from .models import Account, CustomerSession, Document, DocumentRevision, Evidence, Job, Service
 
 
 class Forbidden(Exception):
@@ -70,19 +70,7 @@ def job_refusal_reason(*, scope: SessionScope, job_ref: str) -> str:
 
 
 def _job_with_requester(*, job_ref: str, account_id: int) -> Job | None:
-    sql = (
-        f"SELECT {columns(Job, 'j.')}, {columns(CustomerUser, 'u.')} FROM {table(Job)} j"
-        f" LEFT JOIN {table(CustomerUser)} u ON u.id = j.{column(Job, 'requested_by')}"
-        f" WHERE j.{column(Job, 'ref')} = %s AND j.{column(Job, 'account')} = %s"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [job_ref, account_id])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    job = row_from(Job, row[: width(Job)])
-    job.requested_by = row_from(CustomerUser, row[width(Job):]) if job.requested_by_id else None
-    return job
+    return Job.objects.select_related("requested_by").filter(ref=job_ref, account_id=account_id).first()
 
 
 def account_code(*, account_id: int) -> str:
@@ -128,31 +116,17 @@ def documents_search(*, query: str, limit: int) -> list[DocumentRevision]:
 
 
 def _documents_search_postgres(terms: list[str], limit: int) -> list[DocumentRevision]:
-    """Ranked by ts_rank: the title weighs A, the body B, in the English configuration; ties by code."""
-    with connection.cursor() as cursor:
-        cursor.execute(_search_sql(len(terms)), [*terms, limit])
-        rows = cursor.fetchall()
-    n = width(DocumentRevision)
-    found = []
-    for row in rows:
-        revision = row_from(DocumentRevision, row[:n])
-        revision.document = row_from(Document, row[n : n + width(Document)])
-        found.append(revision)
-    return found
-
-
-@cache
-def _search_sql(terms: int) -> str:
-    """Over the revisions' stored vectors (tickets migration 0002: the title weighs A, the body B)."""
-    query = " || ".join(["plainto_tsquery('english'::regconfig, %s)"] * terms)
-    return (
-        f"SELECT {columns(DocumentRevision, 'r.')}, {columns(Document, 'd.')}"
-        f" FROM {table(DocumentRevision)} r JOIN {table(Document)} d ON d.id = r.{column(DocumentRevision, 'document')},"
-        f" (SELECT {query} AS query) q"
-        f" WHERE r.{column(DocumentRevision, 'is_current')} AND d.{column(Document, 'public')}"
-        f" AND r.search_vector @@ q.query"
-        f" ORDER BY ts_rank(r.search_vector, q.query) DESC, d.{column(Document, 'code')} LIMIT %s"
+    """Ranked by ts_rank over the revisions' stored vectors (the title weighs A, the body B, in the
+    English configuration); ties by code."""
+    query = reduce(operator.or_, (SearchQuery(term, config="english", search_type="plain") for term in terms))
+    found = (
+        DocumentRevision.objects.filter(is_current=True, document__public=True, search_vector=query)
+        .annotate(rank=SearchRank(F("search_vector"), query))
+        .order_by("-rank", "document__code")
+        .select_related("document")
+        .defer("search_vector")
     )
+    return list(found[:limit])
 
 
 def _documents_search_portable(current, terms: list[str], limit: int) -> list[DocumentRevision]:
@@ -182,9 +156,7 @@ def excerpt(text: str, terms: list[str], width: int = 240) -> str:
 
 
 def evidence_refs_for_ticket(*, ticket_id: int) -> set[str]:
-    number = field(Evidence, "number")
-    sql = f"SELECT {column(Evidence, 'number')} FROM {table(Evidence)} WHERE {column(Evidence, 'ticket')} = %s"
-    return {f"E{n}" for (n,) in rows_select([number], sql, [ticket_id])}
+    return {f"E{n}" for n in Evidence.objects.filter(ticket_id=ticket_id).order_by().values_list("number", flat=True)}
 
 
 def document_current(*, code: str) -> Current | None:

@@ -11,8 +11,6 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from supportagent.rows import row_find, row_insert, row_update
-
 from .documents import Change, Current, DocumentIn, publish_change
 from .intake import SessionIn, TicketIn, ref_candidates
 from .models import Account, CustomerSession, CustomerUser, Document, DocumentRevision, Evidence, Ticket
@@ -35,24 +33,22 @@ def evidence_record(
     """
     assert transaction.get_connection().in_atomic_block, "evidence_record needs a transaction"
     digest = evidence_content_hash(tool=tool, args_key=args_key, content=content)
-    existing = row_find(Evidence, ticket=ticket_id, content_hash=digest)
+    existing = Evidence.objects.filter(ticket_id=ticket_id, content_hash=digest).first()
     if existing is not None:
         return existing
-    ticket = row_find(Ticket, lock=True, pk=ticket_id)
+    ticket = Ticket.objects.select_for_update().filter(pk=ticket_id).only("evidence_count").first()
     if ticket is None:
         raise Ticket.DoesNotExist(f"no ticket {ticket_id}")
-    existing = row_find(Evidence, ticket=ticket_id, content_hash=digest)  # recorded while we waited for the lock
+    existing = Evidence.objects.filter(ticket_id=ticket_id, content_hash=digest).first()  # recorded while we waited
     if existing is not None:
         return existing
     ticket.evidence_count += 1
-    row_update(ticket, ["evidence_count"])
-    evidence = Evidence(
+    ticket.save(update_fields=["evidence_count"])
+    return Evidence.objects.create(
         ticket_id=ticket_id, number=ticket.evidence_count, tool=tool, args=args, content=content,
         content_hash=digest, source_ref=source_ref[:200], truncated=truncated,
         captured_at=timezone.now(), run_id=run_id,
     )
-    row_insert(evidence)
-    return evidence
 
 
 # --- tickets from a help desk --------------------------------------------------------

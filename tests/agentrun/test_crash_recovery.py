@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from agentrun import loop
@@ -13,8 +13,10 @@ from agentrun.loop import run_advance
 from agentrun.models import ModelRequest, Observation, Run
 from agentrun.selectors import run_report
 from agentrun.services import run_start
-from agentrun.steps import DispatchOp, ModelOp, OpResult, run_begin, run_record
+from agentrun.operations import DispatchOp, ModelOp, OpResult
+from agentrun.steps import run_begin, run_record
 from agentrun.waiting import Finished
+from tickets.models import Account
 
 pytestmark = pytest.mark.usefixtures("settle")
 
@@ -48,7 +50,7 @@ def test_a_dispatch_in_flight_at_a_crash_stays_counted_and_is_reported_interrupt
     run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": [J42, DOCS, DRAFT]})
     step = run_begin(run_id=run.pk, owner="worker-that-dies")
     reply = OpResult(Finished(ModelResponse(J42, TokenUsage(500, 50))), False, timezone.now())
-    step = run_record(run_id=run.pk, owner="worker-that-dies", version=step.version, op=step.op, result=reply)
+    step = run_record(run=step.run, owner="worker-that-dies", op=step.op, result=reply)
     assert isinstance(step.op, DispatchOp)
     assert Run.objects.get(pk=run.pk).tool_attempts == 1  # committed before the dispatch
     worker_dies(run.pk)
@@ -86,4 +88,101 @@ def test_a_step_whose_commit_landed_before_its_connection_was_lost_is_kept_and_t
     assert [(d["tool"], d["outcome"]) for d in report["dispatched"]] == [
         ("read_job_status", "interrupted"), ("search_docs", "ok")]
     assert (report["tool_attempts"], report["model_requests"]) == (2, 3)
-    assert not Observation.objects.filter(run=run, kind=Observation.DISCARDED).exists()
+    assert not Observation.objects.filter(run=run, kind=Observation.Kind.DISCARDED).exists()
+
+
+# --- a lost connection: agentrun.loop.on_fresh_connection -----------------------------
+
+
+@pytest.fixture
+def other():
+    """A second session on the test database, outside Django."""
+    import psycopg
+
+    s = connection.settings_dict
+    conn = psycopg.connect(dbname=s["NAME"], host=s["HOST"] or None, port=s["PORT"] or None,
+                           user=s["USER"] or None, password=s["PASSWORD"] or None, autocommit=True)
+    yield conn
+    conn.close()
+
+
+def _visible(other, code: str) -> bool:
+    return other.execute(f"SELECT 1 FROM {Account._meta.db_table} WHERE code = %s", [code]).fetchone() is not None
+
+
+def _try_counting(body):
+    """on_fresh_connection over `body(retry)` in a transaction; the tries it made (and its error, if any)."""
+    tries = []
+
+    def call(retry):
+        tries.append(retry)
+        with transaction.atomic():
+            body(retry)
+
+    try:
+        loop.on_fresh_connection(call)
+    except Exception as error:  # the test reads which error ended the tries
+        return tries, error
+    return tries, None
+
+
+def _backend_pid() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+postgres_only = pytest.mark.skipif(connection.vendor != "postgresql", reason="ends PostgreSQL sessions")
+committed = pytest.mark.django_db(transaction=True)
+
+
+@postgres_only
+@committed
+def test_a_transaction_whose_session_is_terminated_is_tried_again_on_a_new_connection(other):
+    pids = []
+
+    def body(retry):
+        pids.append(_backend_pid())
+        if not retry:  # what a restart or a failover does
+            other.execute("SELECT pg_terminate_backend(%s)", [pids[-1]])
+        Account.objects.create(code=f"LOST{len(pids)}", name="x")
+
+    tries, error = _try_counting(body)
+
+    assert (tries, error) == ([False, True], None)
+    assert pids[0] != pids[1]
+    assert not _visible(other, "LOST1") and _visible(other, "LOST2")
+
+
+@postgres_only
+@committed
+def test_a_failing_statement_or_a_statement_timeout_is_not_tried_again(other):
+    import psycopg
+
+    def duplicate(retry):
+        Account.objects.create(code="TWICE", name="x")
+        Account.objects.create(code="TWICE", name="x")
+
+    def too_slow(retry):
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL statement_timeout = 50")
+            cursor.execute("SELECT pg_sleep(1)")
+
+    tries, error = _try_counting(duplicate)
+    assert tries == [False] and isinstance(error, IntegrityError)
+    tries, error = _try_counting(too_slow)
+    assert tries == [False] and isinstance(error.__cause__, psycopg.errors.QueryCanceled)
+
+
+@postgres_only
+@committed
+def test_a_connection_that_stays_lost_stops_after_three_tries(other):
+    def body(retry):
+        other.execute("SELECT pg_terminate_backend(%s)", [_backend_pid()])
+        Account.objects.create(code="NEVER", name="x")
+
+    tries, error = _try_counting(body)
+
+    assert tries == [False, True, True]
+    assert isinstance(error, OperationalError)
+    assert not _visible(other, "NEVER")

@@ -13,7 +13,6 @@ from agentrun.budgets import Budget
 from agentrun.models import Run
 from agentrun.services import run_start
 from agentrun.steps import STEP_FIELDS
-from supportagent.rows import row_update_later
 from tickets.models import Ticket
 
 pytestmark = pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL storage setting")
@@ -36,7 +35,7 @@ def test_the_steps_of_many_runs_update_their_rows_in_place(demo):
         run.model_requests += 1
         run.version += 1
         run.lease_owner = "worker-a"
-        row_update_later(run, STEP_FIELDS)
+        run.save(update_fields=STEP_FIELDS)
     updated_now, in_place_now = _updates_so_far()
     assert updated_now - updated == len(runs)
     assert in_place_now - in_place >= 0.9 * len(runs)

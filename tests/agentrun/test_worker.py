@@ -149,7 +149,7 @@ def test_watchdog_ends_a_blocked_worker_s_run_at_its_deadline_and_refuses_its_la
         frozen = Run.objects.values().get(pk=run.pk)
     finally:
         os.kill(blocked_pid, signal.SIGCONT)
-    wait_for(lambda: Observation.objects.filter(run=run, kind=Observation.DISCARDED).exists(), 15,
+    wait_for(lambda: Observation.objects.filter(run=run, kind=Observation.Kind.DISCARDED).exists(), 15,
              "the blocked worker's late result to be refused")
 
     assert done.status == Status.DEADLINE
