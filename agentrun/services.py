@@ -21,7 +21,8 @@ from .config import ConfigError, default_budget
 from .models import Approval, Run
 from .statuses import Detail, Status, Stop
 from .refusals import refusal_of_denial
-from .steps import run_end, run_lock
+from .sql import run_locked
+from .steps import run_end
 from .tasks import enqueue_advance
 from .tools import TOOLS
 
@@ -99,7 +100,7 @@ def investigation_start(
 def run_cancel(*, run_id: int) -> Run:
     """Cancel a run: at once when no operation is in flight, else before its next one."""
     with transaction.atomic():
-        run = run_lock(run_id=run_id)
+        run = run_locked(run_id=run_id)
         if not run.is_active:
             return run
         if run.status == Status.RUNNING:
@@ -119,7 +120,7 @@ def approval_answer(*, run_id: int, grant: bool, decided_by: str, resume: bool =
     denial keeps `note`, the supervisor's reason, on the approval and in the run's stop note.
     """
     with transaction.atomic():
-        run = run_lock(run_id=run_id)
+        run = run_locked(run_id=run_id)
         approval = run.approvals.filter(state=Approval.State.PENDING).first()
         if run.status != Status.WAITING_APPROVAL or approval is None:
             raise RunError("not_waiting", f"run {run_id} is not waiting for an approval")

@@ -43,6 +43,8 @@ def run_locked(*, run_id: int, ticket: bool = False) -> Run:
     `select_for_update(of=("self",)).select_related(...).annotate(<5 Subquery counts>)`.
     """
     connection = transaction.get_connection()
+    if not connection.in_atomic_block:
+        raise TransactionManagementError("run_locked() needs a transaction to hold the lock")
     with connection.cursor() as cursor:
         cursor.execute(_locked_sql(connection.features.has_select_for_update, ticket), [*TOOLS, run_id])
         row = cursor.fetchone()

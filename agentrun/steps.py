@@ -161,12 +161,6 @@ def _discard_late_result(run: Run, op: Operation, owner: str) -> None:
     )
 
 
-def run_lock(*, run_id: int) -> Run:
-    """The run, row-locked until the surrounding transaction ends."""
-    assert transaction.get_connection().in_atomic_block, "run_lock needs a transaction"
-    return run_locked(run_id=run_id)
-
-
 def run_end(*, run: Run, stop: Stop, refused: dict[str, Any] | None = None) -> None:
     """End a locked run now with `stop`, writing its packet (with the proposal it `refused`, if any)."""
     now = timezone.now()

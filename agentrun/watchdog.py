@@ -87,7 +87,7 @@ def run_requeue(*, run_id: int, grace_seconds: float) -> bool:
     with transaction.atomic():
         run = Run.objects.select_for_update(skip_locked=True).filter(pk=run_id).first()
         now = timezone.now()
-        if run is None or run.status not in (Status.RUNNING, Status.QUEUED, Status.WAITING_APPROVAL):
+        if run is None or not run.is_active:
             return False
         if run.status == Status.WAITING_APPROVAL and not run.approvals.filter(state=Approval.State.GRANTED).exists():
             return False  # still waiting for its answer: nothing for a worker to do
