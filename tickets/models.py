@@ -1,6 +1,6 @@
 """Customers, their sessions and tickets, and what the agent may read about them."""
 from django.contrib.postgres.search import SearchVectorField
-from django.db import models
+from django.db import IntegrityError, models
 
 
 class Account(models.Model):
@@ -119,7 +119,19 @@ class Document(models.Model):
         return self.code
 
 
+class RevisionFrozen(IntegrityError):
+    """A published revision's text, number or document was to change: publish a new revision instead."""
+
+
 class DocumentRevision(models.Model):
+    """One published text of a document. Evidence cites it ("DOC-RENAME-2 r1"), so once written its
+    body, number and document never change: new text is a new revision (tickets.services.document_publish).
+    Only `is_current` moves. `save()` refuses a change here, and the database's trigger (migration 0007)
+    refuses it from any other writer, a queryset's `update()` or plain SQL included.
+    """
+
+    FROZEN = ("document_id", "number", "body")
+
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="revisions")
     number = models.PositiveIntegerField()
     body = models.TextField()
@@ -144,6 +156,21 @@ class DocumentRevision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.document.code}@{self.label}"
+
+    def save(self, *args, **kwargs) -> None:
+        if not self._state.adding:
+            self._frozen_check(kwargs.get("update_fields"))
+        super().save(*args, **kwargs)
+
+    def _frozen_check(self, update_fields) -> None:
+        """Raise RevisionFrozen when this save would write another document, number or body over the stored ones."""
+        names = [n for n in self.FROZEN if update_fields is None or {n, n.removesuffix("_id")} & set(update_fields)]
+        if not names:
+            return
+        stored = type(self).objects.filter(pk=self.pk).values_list("document__code", "number", *names).first()
+        if stored is not None and stored[2:] != tuple(getattr(self, name) for name in names):
+            raise RevisionFrozen(f"{stored[0]} r{stored[1]} is published and its text never changes: "
+                                 "publish a new revision instead.")
 
 
 class Job(models.Model):

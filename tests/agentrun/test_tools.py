@@ -8,6 +8,7 @@ from django.utils import timezone
 from agentrun.tools import TOOLS
 from tickets.models import Document, DocumentRevision
 from tickets.selectors import SessionScope
+from tickets.services import document_publish
 
 
 @pytest.fixture
@@ -58,10 +59,9 @@ def test_search_finds_a_new_revision_and_forgets_the_old_one(dana):
         ("r4", False)]
 
 
-def test_search_follows_an_edited_body_and_a_renamed_title(dana):
-    revision = DocumentRevision.objects.get(document__code="DOC-EXPORT-7", is_current=True)
-    revision.body = "Nothing about roles here; ask about the obsidian ledger."
-    revision.save()
+def test_search_follows_a_published_text_and_a_renamed_title(dana):
+    document_publish(code="DOC-EXPORT-7", title="CSV export permissions", public=True,
+                     body="Nothing about roles here; ask about the obsidian ledger.")
     assert ids(search(dana, "obsidian ledger")) == ["DOC-EXPORT-7"]
     Document.objects.filter(code="DOC-EXPORT-7").update(title="Basalt archive settings")
     assert ids(search(dana, "basalt archive")) == ["DOC-EXPORT-7"]
