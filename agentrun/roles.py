@@ -1,4 +1,4 @@
-"""The two staff roles, the role of help desk integrations, and what each may do.
+"""The staff roles, the role of help desk integrations, and what each may do.
 
 `roles_setup` makes the groups match this table.
 """
@@ -12,6 +12,8 @@ from django.db import transaction
 SUPPORT_STAFF = "Support staff"
 SUPERVISORS = "Supervisors"
 INTEGRATIONS = "Integrations"  # machine clients: a help desk sending tickets and documents, nothing else
+# People who fix the knowledge base in the admin, on top of their staff role (a user may hold both).
+KNOWLEDGE_EDITORS = "Knowledge editors"
 
 _READ = [
     "tickets.view_ticket", "tickets.view_evidence", "tickets.view_account", "tickets.view_customersession",
@@ -34,6 +36,8 @@ ROLES: dict[str, list[str]] = {
         "agentrun.view_webhookdelivery", "agentrun.view_webhookattempt",
         "agentrun.view_evaluation", "agentrun.view_evaluationcase",
     ],
+    KNOWLEDGE_EDITORS: ["tickets.view_document", "tickets.add_document", "tickets.change_document",
+                        "tickets.view_documentrevision"],
     INTEGRATIONS: ["tickets.add_ticket", "tickets.change_ticket", "tickets.add_document", "tickets.change_document"],
 }
 

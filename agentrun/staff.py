@@ -17,7 +17,7 @@ from .config import ConfigError
 from .models import Approval, PacketReview, ReviewPacket, Run, RunRequest
 from .recheck import ItemCheck, packet_attention, packet_recheck
 from .reviews import ReviewError, packet_review
-from .roles import INTEGRATIONS, SUPERVISORS
+from .roles import INTEGRATIONS, KNOWLEDGE_EDITORS, SUPERVISORS
 from .services import RunError, approval_answer, investigation_start, run_cancel
 from .statuses import Status
 from .selectors import ticket_active_run
@@ -48,8 +48,8 @@ _WHAT = {
     "agentrun.view_dashboard": ("see the outcomes dashboard", SUPERVISORS),
     "tickets.add_ticket": ("create tickets", f"{INTEGRATIONS} and Support staff"),
     "tickets.change_ticket": ("update tickets", INTEGRATIONS),
-    "tickets.add_document": ("add documents", INTEGRATIONS),
-    "tickets.change_document": ("publish documents", INTEGRATIONS),
+    "tickets.add_document": ("add documents", f"{KNOWLEDGE_EDITORS} and {INTEGRATIONS}"),
+    "tickets.change_document": ("publish documents", f"{KNOWLEDGE_EDITORS} and {INTEGRATIONS}"),
     "agentrun.change_budget_defaults": ("change budget defaults", SUPERVISORS),
     "agentrun.view_evaluation": ("see evaluations of candidate models", SUPERVISORS),
 }

@@ -1,19 +1,20 @@
-"""The two roles, what each may do, and the commands that set them up."""
+"""The roles, what each may do, and the commands that set them up."""
 import pytest
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 
 from agentrun.auth import token_user
 from agentrun.models import ApiToken, PacketReview, Run
-from agentrun.roles import INTEGRATIONS, ROLES, SUPERVISORS, SUPPORT_STAFF, roles_setup
+from agentrun.roles import INTEGRATIONS, KNOWLEDGE_EDITORS, ROLES, SUPERVISORS, SUPPORT_STAFF, roles_setup
 from agentrun.staff import Refused, do_answer_approval, do_cancel, do_investigate, do_review
 from tests.support.staff import make_runs
 
 
-def test_setup_roles_creates_exactly_the_three_groups_and_is_idempotent(db):
+def test_setup_roles_creates_exactly_the_four_groups_and_is_idempotent(db):
     call_command("setup_roles")
     call_command("setup_roles")
-    assert set(Group.objects.values_list("name", flat=True)) == {SUPPORT_STAFF, SUPERVISORS, INTEGRATIONS}
+    assert set(Group.objects.values_list("name", flat=True)) == {
+        SUPPORT_STAFF, SUPERVISORS, KNOWLEDGE_EDITORS, INTEGRATIONS}
     for name, perms in ROLES.items():
         group = Group.objects.get(name=name)
         assert group.permissions.count() == len(set(perms))
@@ -26,6 +27,22 @@ def test_supervisors_can_do_everything_staff_can_and_more(staff_user, supervisor
     assert all(staff_user.has_perm(p) for p in staff_only)
     assert not any(staff_user.has_perm(p) for p in supervisor_extra)
     assert all(supervisor_user.has_perm(p) for p in staff_only | supervisor_extra)
+
+
+def test_knowledge_editors_may_read_add_and_publish_documents_and_nothing_else(db):
+    group = roles_setup()[KNOWLEDGE_EDITORS]
+    perms = {f"{p.content_type.app_label}.{p.codename}" for p in group.permissions.select_related("content_type")}
+    assert perms == {"tickets.view_document", "tickets.add_document", "tickets.change_document",
+                     "tickets.view_documentrevision"}
+
+
+def test_only_knowledge_editors_among_staff_roles_may_publish_documents(staff_user, supervisor_user):
+    for user in (staff_user, supervisor_user):
+        assert not user.has_perm("tickets.change_document") and not user.has_perm("tickets.add_document")
+        assert not user.has_perm("tickets.change_documentrevision")
+    staff_user.groups.add(Group.objects.get(name=KNOWLEDGE_EDITORS))
+    staff_user = User.objects.get(pk=staff_user.pk)  # a fresh permission cache
+    assert staff_user.has_perm("tickets.change_document") and staff_user.has_perm("agentrun.review_packet")
 
 
 def test_a_user_without_a_role_is_refused_by_every_service(outsider, demo):

@@ -96,9 +96,10 @@ def test_publishing_needs_change_document_and_creating_add_document(client, staf
     assert put(client, "DOC-X", PAGE, {}).status_code == 401
     refused = put(client, "DOC-X", PAGE, bearer(staff_user))
     assert refused.status_code == 403 and refused.json()["code"] == "forbidden"
-    assert refused.json()["message"] == "Only Integrations may publish documents."
+    assert refused.json()["message"] == "Only Knowledge editors and Integrations may publish documents."
     editor = bearer(make_publisher("editor", "change_document"))
     cannot_add = put(client, "DOC-X", PAGE, editor)
-    assert cannot_add.status_code == 403 and cannot_add.json()["message"] == "Only Integrations may add documents."
+    assert cannot_add.status_code == 403
+    assert cannot_add.json()["message"] == "Only Knowledge editors and Integrations may add documents."
     assert not Document.objects.filter(code="DOC-X").exists()
     assert put(client, "DOC-RENAME-2", PAGE, editor).status_code == 200  # an existing document it may change

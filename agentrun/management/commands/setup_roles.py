@@ -6,7 +6,8 @@ from agentrun.roles import DEMO_USERS, ROLES, demo_users_setup, roles_setup
 
 
 class Command(BaseCommand):
-    help = "Create the groups 'Support staff', 'Supervisors' and 'Integrations' with their permissions (idempotent)."
+    help = ("Create the groups 'Support staff', 'Supervisors', 'Knowledge editors' and 'Integrations' with their "
+            "permissions (idempotent).")
 
     def add_arguments(self, parser):
         parser.add_argument("--demo-users", action="store_true",
