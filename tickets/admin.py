@@ -1,20 +1,23 @@
 """The admin for tickets and what the agent reads. Staff start investigations from the ticket page."""
 from __future__ import annotations
 
+import pydantic
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef, Subquery
 from django.http import HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from agentrun.admin import ReadOnlyAdmin
+from agentrun.admin import ReadOnly, ReadOnlyAdmin
 from agentrun.models import ReviewPacket, Run, RunRequest
 from agentrun.dashboard_views import refusal
-from agentrun.staff import Refused, can, do_investigate, require
+from agentrun.staff import Refused, can, do_document_publish, do_investigate, require
 from agentrun.statuses import Status, stop_name
 from supportagent.adminkit import StaffSiteAdmin
 
+from .documents import BODY_MAX, CODE_MAX, CODE_PATTERN, Change, DocumentText
 from .models import (
     Account,
     CustomerSession,
@@ -27,6 +30,8 @@ from .models import (
     Service,
     Ticket,
 )
+from .selectors import document_current
+from .services import PublishOutcome
 
 
 def _progress_url(run_id: int) -> str:
@@ -183,21 +188,117 @@ class EvidenceAdmin(StaffSiteAdmin):
         return False
 
 
-class RevisionInline(admin.TabularInline):
+class DocumentForm(forms.ModelForm):
+    """A document's whole text as it reads now (its current revision), checked as `DocumentIn` checks it.
+
+    The form is never saved onto the document: DocumentAdmin publishes what it holds as a new revision.
+    """
+
+    code = forms.RegexField(regex=CODE_PATTERN, max_length=CODE_MAX,
+                            error_messages={"invalid": "Capitals, digits, '-' and '_' only, like DOC-EXPORT-7."})
+    body = forms.CharField(label="Text", max_length=BODY_MAX, widget=forms.Textarea(attrs={"rows": 18, "cols": 100}),
+                           help_text="Saving a changed text, title or visibility publishes a new revision; "
+                                     "published revisions never change.")
+
+    class Meta:
+        model = Document
+        fields = ("code", "title", "public")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        current = document_current(code=self.instance.code) if self.instance.pk else None
+        if "body" in self.fields and current is not None:
+            self.fields["body"].initial = current.body or ""
+
+    def clean(self):
+        cleaned = super().clean()
+        if not self.errors:
+            try:
+                self.text = DocumentText(title=cleaned["title"], body=cleaned["body"], public=cleaned["public"])
+            except pydantic.ValidationError as exc:
+                for error in exc.errors():
+                    field = error["loc"][0] if error["loc"] else None
+                    self.add_error(field if field in self.fields else None, _sentence(error["msg"]))
+        return cleaned
+
+
+def _sentence(message: str) -> str:
+    message = message.removeprefix("Value error, ")
+    return message[:1].upper() + message[1:] + ("" if message.endswith(".") else ".")
+
+
+class RevisionInline(ReadOnly, admin.TabularInline):
+    """The document's revisions, each linked to its page; none is added, changed or deleted here."""
+
     model = DocumentRevision
+    fields = readonly_fields = ("revision", "is_current", "published_at")
     extra = 0
+
+    @admin.display(description="revision")
+    def revision(self, revision):
+        url = reverse("admin:tickets_documentrevision_change", args=[revision.pk])
+        return format_html('<a href="{}">{}</a>', url, revision.label)
 
 
 @admin.register(Document)
 class DocumentAdmin(StaffSiteAdmin):
+    """A document is edited as its whole text: the form shows the current revision, and saving publishes
+    a new revision through agentrun.staff.do_document_publish, never an edit in place (nothing changed,
+    nothing published). Who holds tickets.change_document edits (Knowledge editors); others only read."""
+
+    form = DocumentForm
     list_display = ("code", "title", "public", "origin")
-    readonly_fields = ("origin",)  # set by import_docs and the API only: it decides what --prune may retire
+    search_fields = ("code", "title")
     inlines = [RevisionInline]
+
+    def get_fields(self, request, obj=None):
+        editable = self.has_change_permission(request, obj) if obj else self.has_add_permission(request)
+        return ["code", "title", "public", "body" if editable else "current_text", "origin"]
+
+    def get_readonly_fields(self, request, obj=None):
+        # origin is import_docs' alone (it decides what --prune may retire); publishing here clears it, as the API does
+        return ("code", "origin") if obj else ("origin",)
+
+    @admin.display(description="text")
+    def current_text(self, document):
+        current = document_current(code=document.code)
+        return current.body if current and current.body is not None else "No current revision (retired)."
+
+    def save_model(self, request, obj, form, change):
+        try:
+            outcome = do_document_publish(user=request.user, code=obj.code, text=form.text)
+        except Refused as exc:
+            raise PermissionDenied(exc.message) from None
+        obj.pk = Document.objects.values_list("pk", flat=True).get(code=outcome.code)
+        obj.refresh_from_db()
+        obj.published = outcome
+
+    def response_add(self, request, obj, post_url_continue=None):
+        return self._published(request, obj)
+
+    def response_change(self, request, obj):
+        return self._published(request, obj)
+
+    def _published(self, request, obj):
+        """Say what publishing did (in place of Django's "changed successfully"), then go where the button asked."""
+        outcome: PublishOutcome = obj.published
+        if outcome.change is Change.UNCHANGED:
+            messages.info(request, f"Nothing changed: {outcome.code} {outcome.revision} already says this, "
+                                   "so no revision was published.")
+        else:
+            messages.success(request, f"Published {outcome.code} {outcome.revision}; it is now the current "
+                                      "revision, and earlier revisions keep their text.")
+        if "_continue" in request.POST:
+            return HttpResponseRedirect(reverse("admin:tickets_document_change", args=[obj.pk]))
+        if "_addanother" in request.POST:
+            return HttpResponseRedirect(reverse("admin:tickets_document_add"))
+        return self.response_post_save_change(request, obj)
 
 
 @admin.register(DocumentRevision)
 class DocumentRevisionAdmin(ReadOnlyAdmin):
-    """One revision as evidence cites it ("DOC-EXPORT-7 revision r3"); revisions are edited with their document."""
+    """One revision as evidence cites it ("DOC-EXPORT-7 revision r3"), read-only for everyone: new text is
+    published from the document's page as a new revision."""
 
     list_display = ("document", "label", "is_current", "published_at")
     list_select_related = ("document",)
