@@ -58,6 +58,16 @@ def test_a_changed_text_title_or_visibility_is_a_new_revision(client, cms, demo)
     assert documents_search(query="pelican", limit=3) == []  # no longer public
 
 
+def test_new_text_adds_a_revision_and_never_rewrites_a_published_one(client, cms, demo):
+    r1 = DocumentRevision.objects.get(document__code="DOC-RENAME-2", number=1)
+    page = {"title": "Renaming a workspace", "body": "Old links redirect for 7 days only.", "public": True}
+    assert put(client, "DOC-RENAME-2", page, cms).json()["revision"] == "r2"
+    kept = DocumentRevision.objects.get(pk=r1.pk)
+    assert (kept.number, kept.body, kept.is_current) == (1, r1.body, False)
+    assert revisions("DOC-RENAME-2") == [("r1", False), ("r2", True)]
+    assert DocumentRevision.objects.get(document__code="DOC-RENAME-2", number=2).body == page["body"]
+
+
 def test_a_demo_document_gets_its_next_revision(client, cms, demo):
     response = put(client, "DOC-EXPORT-7", {"title": "CSV export permissions", "body": "Owners only now."}, cms)
     assert response.status_code == 200 and response.json()["revision"] == "r4"

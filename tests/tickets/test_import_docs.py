@@ -164,6 +164,17 @@ def test_again_with_one_file_changed_makes_exactly_one_revision(kb):
     assert found("capybara") == ["RATE-LIMITS"] and found("dingo") == []
 
 
+def test_a_changed_file_adds_a_revision_and_never_rewrites_a_published_one(kb):
+    r1 = DocumentRevision.objects.get(document__code="DOC-RENAME-2", number=1)
+    write(kb, {"rename.md": "---\ncode: DOC-RENAME-2\n---\n# Renaming a workspace\n\nOld links redirect for 7 days.\n"})
+    out, _, status = import_docs(str(kb / "rename.md"))
+    assert status == 0 and out.strip() == "added 0, revised 1, unchanged 0, pruned 0, failed 0"
+    kept = DocumentRevision.objects.get(pk=r1.pk)
+    assert (kept.number, kept.body, kept.is_current) == (1, r1.body, False)
+    assert current_text("DOC-RENAME-2") == "Old links redirect for 7 days."
+    assert DocumentRevision.objects.get(document__code="DOC-RENAME-2", is_current=True).label == "r2"
+
+
 def test_a_new_title_or_visibility_is_a_new_revision(kb):
     import_docs(str(kb))
     write(kb, {"billing.md": GOOD["billing.md"].replace("public: false", "public: true")})
