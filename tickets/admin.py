@@ -191,8 +191,10 @@ class EvidenceAdmin(StaffSiteAdmin):
 class DocumentForm(forms.ModelForm):
     """A document's whole text as it reads now (its current revision), checked as `DocumentIn` checks it.
 
-    The form is never saved onto the document: DocumentAdmin publishes what it holds as a new revision.
+    The form is never saved onto the document: DocumentAdmin publishes `text` as a new revision.
     """
+
+    text: DocumentText  # set by clean() when the form is valid
 
     code = forms.RegexField(regex=CODE_PATTERN, max_length=CODE_MAX,
                             error_messages={"invalid": "Capitals, digits, '-' and '_' only, like DOC-EXPORT-7."})
@@ -256,7 +258,7 @@ class DocumentAdmin(StaffSiteAdmin):
         return ["code", "title", "public", "body" if editable else "current_text", "origin"]
 
     def get_readonly_fields(self, request, obj=None):
-        # origin is import_docs' alone (it decides what --prune may retire); publishing here clears it, as the API does
+        # origin is import_docs' (it decides what --prune may retire); publishing here clears it, as the API does
         return ("code", "origin") if obj else ("origin",)
 
     @admin.display(description="text")
@@ -265,34 +267,36 @@ class DocumentAdmin(StaffSiteAdmin):
         return current.body if current and current.body is not None else "No current revision (retired)."
 
     def save_model(self, request, obj, form, change):
+        """Publish the form's text (the form's instance itself is never saved) and say what that did."""
         try:
             outcome = do_document_publish(user=request.user, code=obj.code, text=form.text)
         except Refused as exc:
             raise PermissionDenied(exc.message) from None
         obj.pk = Document.objects.values_list("pk", flat=True).get(code=outcome.code)
         obj.refresh_from_db()
-        obj.published = outcome
+        messages.add_message(request, *_publish_message(outcome))
 
+    # Django's own responses would add "was changed successfully"; save_model has said what happened.
     def response_add(self, request, obj, post_url_continue=None):
-        return self._published(request, obj)
+        return self._after_save(request, obj)
 
     def response_change(self, request, obj):
-        return self._published(request, obj)
+        return self._after_save(request, obj)
 
-    def _published(self, request, obj):
-        """Say what publishing did (in place of Django's "changed successfully"), then go where the button asked."""
-        outcome: PublishOutcome = obj.published
-        if outcome.change is Change.UNCHANGED:
-            messages.info(request, f"Nothing changed: {outcome.code} {outcome.revision} already says this, "
-                                   "so no revision was published.")
-        else:
-            messages.success(request, f"Published {outcome.code} {outcome.revision}; it is now the current "
-                                      "revision, and earlier revisions keep their text.")
+    def _after_save(self, request, obj):
         if "_continue" in request.POST:
             return HttpResponseRedirect(reverse("admin:tickets_document_change", args=[obj.pk]))
         if "_addanother" in request.POST:
             return HttpResponseRedirect(reverse("admin:tickets_document_add"))
         return self.response_post_save_change(request, obj)
+
+
+def _publish_message(outcome: PublishOutcome) -> tuple[int, str]:
+    if outcome.change is Change.UNCHANGED:
+        return messages.INFO, (f"Nothing changed: {outcome.code} {outcome.revision} already says this, "
+                               "so no revision was published.")
+    return messages.SUCCESS, (f"Published {outcome.code} {outcome.revision}; it is now the current revision, "
+                              "and earlier revisions keep their text.")
 
 
 @admin.register(DocumentRevision)
