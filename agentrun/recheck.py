@@ -5,8 +5,10 @@ under the run's customer session as it is now and with the same policy and
 approvals: a session no longer verified reads nothing (`could not check`). It
 charges the run nothing (no attempt row, no counter). All re-reads of one
 packet share AGENT_RECHECK_TIMEOUT; a result is reused from the cache for
-AGENT_RECHECK_REUSE_SECONDS, keyed by evidence item. Every check that ran is
-stored (EvidenceCheck, append-only); a reused one is not stored again.
+AGENT_RECHECK_REUSE_SECONDS, keyed by evidence item, for the pages; an
+acceptance never goes by it (packet_recheck_now reads every item again). Every
+check that ran is stored (EvidenceCheck, append-only); a reused one is not
+stored again.
 """
 from __future__ import annotations
 
