@@ -10,7 +10,7 @@ import json
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Case, IntegerField, Value, When
-from django.http import HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
@@ -42,8 +42,9 @@ from .models import (
     WebhookDelivery,
     available_time_zones,
 )
-from .recheck import document_links
-from .recheck_compare import Outcome, needs_acknowledgement
+from .recheck import ItemCheck, document_links, evidence_changes, needing_acknowledgement
+from .recheck_compare import Outcome
+from .reviews import packet_decision
 from .staff import (
     Refused,
     access_approval,
@@ -89,10 +90,12 @@ class ReadOnlyAdmin(ReadOnly, StaffSiteAdmin):
     pass
 
 
-def _post_only(view):
+def _post_only(view, page):
+    """`view` answers POST only; anything else (a link followed, a page reloaded, a bookmark) is sent to the page
+    of the object the action is for, `page(**kwargs)`, where the action's button is."""
     def wrapped(request, *args, **kwargs):
         if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
+            return HttpResponseRedirect(page(**kwargs))
         return view(request, *args, **kwargs)
 
     return wrapped
@@ -172,8 +175,8 @@ class RunAdmin(ReadOnlyAdmin):
         view = self.admin_site.admin_view
         return [
             path("<int:run_id>/progress/", view(self.progress_view), name="agentrun_run_progress"),
-            path("<int:run_id>/cancel/", view(_post_only(self.cancel_view)), name="agentrun_run_cancel"),
-            path("<int:run_id>/approval/", view(_post_only(self.approval_view)), name="agentrun_run_approval"),
+            path("<int:run_id>/cancel/", view(_post_only(self.cancel_view, run_url)), name="agentrun_run_cancel"),
+            path("<int:run_id>/approval/", view(_post_only(self.approval_view, run_url)), name="agentrun_run_approval"),
             *super().get_urls(),
         ]
 
@@ -342,7 +345,8 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
     def get_urls(self):
         view = self.admin_site.admin_view
         return [
-            path("<int:packet_id>/review/", view(_post_only(self.review_view)), name="agentrun_reviewpacket_review"),
+            path("<int:packet_id>/review/", view(_post_only(self.review_view, packet_url)),
+                 name="agentrun_reviewpacket_review"),
             path("run/<int:run_id>/", view(self.of_run_view), name="agentrun_reviewpacket_of_run"),
             *super().get_urls(),
         ]
@@ -372,6 +376,7 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
             "approvals": approvals_shown(run),
             "can_review": can(request.user, "agentrun.review_packet")
                           and packet.review_state != ReviewPacket.ReviewState.SUPERSEDED,
+            "decision": packet_decision(packet=packet),
             "note": request.GET.get("note", ""),
             **recheck_context(do_packet_recheck(user=request.user, packet=packet)),
             "previous_url": packet_url(previous_id) if previous_id else "",
@@ -387,34 +392,44 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
         return HttpResponseRedirect(packet_url(packet_id))
 
     def review_view(self, request, packet_id: int):
-        """Record the review, then open the next pending packet (the queue when none is left)."""
+        """Record the review, then open the next pending packet (the queue when none is left); a changed decision
+        goes back to its packet, which shows it. The same decision sent again adds nothing."""
         action = request.POST.get("decision", "")
         if action not in PacketReview.Action.values:
             messages.error(request, "Choose accept or reject.")
             return HttpResponseRedirect(packet_url(packet_id))
-        decision = PacketReview.Action(action).decision
+        decision, change = PacketReview.Action(action).decision, request.POST.get("change_decision") == "1"
         try:
-            review = do_review(user=request.user, packet_id=packet_id, decision=decision,
-                               note=request.POST.get("note", ""),
-                               acknowledge_changed_evidence=request.POST.get("acknowledge_changed_evidence") == "on")
+            review, created = do_review(
+                user=request.user, packet_id=packet_id, decision=decision, note=request.POST.get("note", ""),
+                acknowledge_changed_evidence=request.POST.get("acknowledge_changed_evidence") == "on",
+                change_decision=change,
+            )
         except Refused as exc:
             messages.error(request, exc.message)
             return HttpResponseRedirect(packet_url(packet_id))
+        if change:
+            done = "changed to " if created else "already "
+            messages.success(request, f"Packet {packet_id}: decision {done}{decision}. "
+                             "Nothing was sent to the customer.")
+            return HttpResponseRedirect(packet_url(packet_id))
         following = packet_to_review_after(packet=review.packet)
         left = "Next pending packet." if following else "No pending packet is left."
-        messages.success(request, f"Packet {packet_id} {decision}. Nothing was sent to the customer. {left}")
+        done = decision if created else f"was already {decision} by you; nothing was added"
+        messages.success(request, f"Packet {packet_id} {done}. Nothing was sent to the customer. {left}")
         if following:
             return HttpResponseRedirect(packet_url(following))
         return HttpResponseRedirect(reverse("admin:agentrun_reviewpacket_changelist"))
 
 
-def recheck_context(checks) -> dict:
-    """The packet page's re-check banner and per-item statuses (templates/admin/agentrun/_recheck.html)."""
+def recheck_context(checks: list[ItemCheck]) -> dict:
+    """The packet page's re-check banner, per-item statuses (templates/admin/agentrun/_recheck.html) and, for each
+    item changed or gone, what changed, shown in its evidence card (`changes`, by ref)."""
     links = document_links(checks)
-    attention = [c.ref for c in checks if needs_acknowledgement(c.comparison.outcome)]
+    attention = needing_acknowledgement(checks)
     unchecked = [c.ref for c in checks if c.comparison.outcome == Outcome.COULD_NOT_CHECK]
     return {"rechecks": [c.as_dict(links) for c in checks], "recheck_attention": attention,
-            "recheck_unchecked": unchecked}
+            "recheck_unchecked": unchecked, "changes": evidence_changes(checks)}
 
 
 @admin.register(PacketReview)

@@ -186,6 +186,7 @@ class ReviewIn(StrictIn):
     decision: Literal[tuple(PacketReview.Action.values)]
     note: str = Field("", max_length=2000, pattern=SAFE_TEXT)
     acknowledge_changed_evidence: bool = False
+    change_decision: bool = Field(False, description="A new decision on a reviewed packet, on purpose (needs a note).")
 
 
 class ApprovalIn(StrictIn):
@@ -358,12 +359,15 @@ def get_packet(request, packet_id: int = IdPath):
     return packet_out(packet, do_packet_recheck(user=request.auth, packet=packet))
 
 
-@router.post("/packets/{packet_id}/review", response={201: ReviewOut, ERRORS: ErrorOut})
+@router.post("/packets/{packet_id}/review", response={200: ReviewOut, 201: ReviewOut, ERRORS: ErrorOut})
 def review_packet(request, payload: ReviewIn, packet_id: int = IdPath):
-    """Accept or reject a packet; a rejection needs a note. Accepting a packet whose evidence re-checks as changed
-    or gone needs `acknowledge_changed_evidence: true` (409 `evidence_changed` otherwise). Reviews are appended,
-    never edited."""
+    """Accept or reject a packet; a rejection needs a note. An acceptance re-reads every cited item now: one that
+    changed or is gone needs `acknowledge_changed_evidence: true` (409 `evidence_changed` otherwise). A reviewed
+    packet keeps its decision: the same reviewer's same decision again answers 200 with the review already
+    recorded; another decision is 409 `already_reviewed` unless `change_decision: true` with a note. Reviews are
+    appended, never edited."""
     decision = PacketReview.Action(payload.decision).decision
-    review = do_review(user=request.auth, packet_id=packet_id, decision=decision, note=payload.note,
-                       acknowledge_changed_evidence=payload.acknowledge_changed_evidence)
-    return Reply(201, review_out(PacketReview.objects.select_related("reviewer").get(pk=review.pk)))
+    review, created = do_review(user=request.auth, packet_id=packet_id, decision=decision, note=payload.note,
+                                acknowledge_changed_evidence=payload.acknowledge_changed_evidence,
+                                change_decision=payload.change_decision)
+    return Reply(201 if created else 200, review_out(PacketReview.objects.select_related("reviewer").get(pk=review.pk)))

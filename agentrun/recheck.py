@@ -5,8 +5,10 @@ under the run's customer session as it is now and with the same policy and
 approvals: a session no longer verified reads nothing (`could not check`). It
 charges the run nothing (no attempt row, no counter). All re-reads of one
 packet share AGENT_RECHECK_TIMEOUT; a result is reused from the cache for
-AGENT_RECHECK_REUSE_SECONDS, keyed by evidence item. Every check that ran is
-stored (EvidenceCheck, append-only); a reused one is not stored again.
+AGENT_RECHECK_REUSE_SECONDS, keyed by evidence item, for the pages; an
+acceptance never goes by it (packet_recheck_now reads every item again). Every
+check that ran is stored (EvidenceCheck, append-only); a reused one is not
+stored again.
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -24,13 +26,15 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tickets.models import CustomerSession, Document, Evidence
-from tickets.selectors import Forbidden, SessionScope
+from tickets.selectors import Forbidden, SessionScope, documents_current_revisions
 
 from . import tools
 from .dispatch import Dispatcher
 from .lookups import ApprovalRequired, Lookup, ToolError, not_listed
 from .models import Approval, EvidenceCheck, ReviewPacket, Run
 from .recheck_compare import Comparison, Difference, Outcome, compare, needs_acknowledgement
+from .schemas import ToolName
+from .timeline import revision_urls
 
 APPROVAL_NEEDED = "this lookup needs a supervisor's approval, which the run did not have for it"
 
@@ -86,7 +90,16 @@ def evidence_reread(*, evidence: Evidence, run: Run, session: CustomerSession, a
         if str(exc) == not_listed(str(args.get("service", ""))):
             return Comparison.gone(str(exc))
         return Comparison.unchecked(str(exc), transient=exc.transient)
-    return compare(evidence.tool, json.loads(evidence.content), result.content)
+    recorded = json.loads(evidence.content)
+    return compare(evidence.tool, recorded, result.content, _cited_revisions(evidence.tool, recorded))
+
+
+def _cited_revisions(tool: str, recorded: dict[str, Any]) -> dict[str, str] | None:
+    """A search's cited documents as they stand now (agentrun.recheck_compare._documents); None for other tools."""
+    if tool != ToolName.SEARCH_DOCS:
+        return None
+    codes = [str(r["id"]) for r in recorded.get("results") or [] if isinstance(r, dict) and "id" in r]
+    return documents_current_revisions(codes=codes)
 
 
 def _call_key(tool: str, args: dict[str, Any]) -> str:
@@ -164,21 +177,15 @@ def packet_recheck(*, packet: ReviewPacket, user: User | None) -> list[ItemCheck
     return [checks[e.pk] for e in items]
 
 
-def packet_attention(*, packet: ReviewPacket, user: User | None) -> list[str]:
-    """The refs an accepting reviewer must acknowledge: re-checked as changed or gone.
+def packet_recheck_now(*, packet: ReviewPacket, user: User | None) -> list[ItemCheck]:
+    """Every cited item read again now, whatever the cache holds; each check stored and cached, so the packet's
+    page then shows it. What an acceptance goes by (agentrun.reviews.packet_review)."""
+    return _checks_run(packet=packet, items=packet_evidence(packet=packet), user=user)
 
-    Each item's latest stored check within the reuse window counts; an item
-    with none is checked again now (and that check stored).
-    """
-    items = packet_evidence(packet=packet)
-    since = timezone.now() - timedelta(seconds=settings.AGENT_RECHECK_REUSE_SECONDS)
-    latest: dict[int, str] = {}
-    for evidence_id, result in (EvidenceCheck.objects.filter(evidence__in=items, checked_at__gte=since)
-                                .order_by("checked_at", "id").values_list("evidence_id", "result")):
-        latest[evidence_id] = result
-    fresh = _checks_run(packet=packet, items=[e for e in items if e.pk not in latest], user=user)
-    latest.update({c.evidence_id: c.comparison.outcome for c in fresh})
-    return [e.ref for e in items if needs_acknowledgement(latest[e.pk])]
+
+def needing_acknowledgement(checks: Sequence[ItemCheck]) -> list[str]:
+    """The refs an accepting reviewer must acknowledge: re-checked as changed or gone."""
+    return [c.ref for c in checks if needs_acknowledgement(c.comparison.outcome)]
 
 
 def document_links(checks: Sequence[ItemCheck]) -> dict[str, str]:
@@ -188,3 +195,48 @@ def document_links(checks: Sequence[ItemCheck]) -> dict[str, str]:
         return {}
     found = Document.objects.filter(code__in=codes).values_list("code", "pk")
     return {code: reverse("admin:tickets_document_change", args=[pk]) for code, pk in found}
+
+
+# --- what changed, as an evidence card shows it ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChangeShown:
+    """One difference in an evidence card: the old and the new value, each linked to its document revision when
+    it is one (`r3`, `r4`; not `no longer found`)."""
+
+    field: str
+    old: str
+    new: str
+    old_link: str = ""
+    new_link: str = ""
+
+
+@dataclass(frozen=True)
+class ItemChanges:
+    """An item re-checked as changed or gone: its differences, or why it is gone, and when that was read."""
+
+    ref: str
+    result: str
+    label: str
+    reason: str
+    differences: tuple[ChangeShown, ...]
+    checked_at: datetime
+
+
+def evidence_changes(checks: Sequence[ItemCheck]) -> dict[str, ItemChanges]:
+    """{ref: what changed} for the checked items an accepting reviewer must acknowledge."""
+    shown = [c for c in checks if needs_acknowledgement(c.comparison.outcome)]
+    wanted = [f"{d.document}@{rev}" for c in shown for d in c.comparison.differences if d.document
+              for rev in (d.old, d.new)]
+    urls = revision_urls(wanted)
+
+    def link(d: Difference, rev: str) -> str:
+        return urls.get((d.document, rev), "") if d.document else ""
+
+    return {
+        c.ref: ItemChanges(c.ref, c.comparison.outcome.value, c.comparison.outcome.label, c.comparison.reason,
+                           tuple(ChangeShown(d.field, d.old, d.new, link(d, d.old), link(d, d.new))
+                                 for d in c.comparison.differences), c.checked_at)
+        for c in shown
+    }

@@ -9,7 +9,7 @@ documents it cited). A source that could not be read at all is the caller's
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,8 +78,15 @@ class Comparison:
         return f"{self.outcome.label}: {detail}" if detail else self.outcome.label
 
 
-def compare(tool: str, old: dict[str, Any], new: dict[str, Any]) -> Comparison:
-    """The recorded result `old` against the fresh result `new` of the same call of `tool`."""
+def compare(tool: str, old: dict[str, Any], new: dict[str, Any],
+            revisions: Mapping[str, str] | None = None) -> Comparison:
+    """The recorded result `old` against the fresh result `new` of the same call of `tool`.
+
+    `revisions` ({code: "rN"}, a search's cited documents as they stand now, whether or not the search
+    still ranks them) lets a cited document read the same on every packet: see `_documents`.
+    """
+    if tool == ToolName.SEARCH_DOCS:
+        return _documents(old, new, revisions)
     return _COMPARERS.get(tool, _flat)(old, new)
 
 
@@ -123,25 +130,32 @@ def _service(old: dict[str, Any], new: dict[str, Any]) -> Comparison:
     return Comparison.of(differences)
 
 
-def _documents(old: dict[str, Any], new: dict[str, Any]) -> Comparison:
+def _documents(old: dict[str, Any], new: dict[str, Any], revisions: Mapping[str, str] | None = None) -> Comparison:
     """Each cited document by code: its revision (`r3 → r4`), its title, found no longer, or newly found.
 
-    Excerpts follow the revision and are not compared. A search that finds none
-    of the documents it cited is `gone`.
+    A cited document the fresh search does not list is looked up in `revisions`
+    (its current revision, absent when no search can find it any more): with a
+    newer revision it reads `r3 → r4`, with the same one it reads as cited (the
+    search just ranks it out), and only a document no search can find reads `no
+    longer found`. So the same document reads the same on every packet, whatever
+    query cited it. Without `revisions`, a document the search does not list is
+    `no longer found`. Excerpts follow the revision and are not compared. A
+    search none of whose cited documents can be found any more is `gone`.
     """
     before, after = _by_id(old.get("results")), _by_id(new.get("results"))
-    if before and not before.keys() & after.keys():
+    current = {code: after[code].get("revision") for code in after}
+    current.update({code: rev for code, rev in (revisions or {}).items() if code not in current})
+    if before and not before.keys() & current.keys():
         return Comparison.gone("the search no longer finds any of the documents it cited")
     differences: list[Difference] = []
     for code, cited in before.items():
-        now = after.get(code)
-        if now is None:
-            differences.append(Difference(code, word(cited.get("revision")), "no longer found"))
+        if code not in current:
+            differences.append(Difference(code, word(cited.get("revision")), "no longer found", code))
             continue
-        if cited.get("revision") != now.get("revision"):
-            differences.append(Difference(code, word(cited.get("revision")), word(now.get("revision")), code))
-        if cited.get("title") != now.get("title"):
-            differences.append(Difference(f"{code} title", word(cited.get("title")), word(now.get("title"))))
+        if cited.get("revision") != current[code]:
+            differences.append(Difference(code, word(cited.get("revision")), word(current[code]), code))
+        if code in after and cited.get("title") != after[code].get("title"):
+            differences.append(Difference(f"{code} title", word(cited.get("title")), word(after[code].get("title"))))
     differences += [Difference(code, "not found", word(after[code].get("revision")), code) for code in after
                     if code not in before]
     return Comparison.of(differences)

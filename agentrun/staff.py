@@ -15,7 +15,7 @@ from tickets.services import PublishOutcome, document_publish
 
 from .config import ConfigError
 from .models import Approval, PacketReview, ReviewPacket, Run, RunRequest
-from .recheck import ItemCheck, packet_attention, packet_recheck
+from .recheck import ItemCheck, packet_recheck
 from .reviews import ReviewError, packet_review
 from .roles import INTEGRATIONS, KNOWLEDGE_EDITORS, SUPERVISORS
 from .services import RunError, approval_answer, investigation_start, run_cancel
@@ -209,21 +209,22 @@ def do_packet_recheck(*, user: User, packet: ReviewPacket) -> list[ItemCheck]:
     return packet_recheck(packet=packet, user=user)
 
 
-_REVIEW_STATUS = {"not_found": 404, "evidence_changed": 409, "superseded": 409}
+_REVIEW_STATUS = {"not_found": 404, "evidence_changed": 409, "superseded": 409, "already_reviewed": 409}
 
 
-def do_review(*, user: User, packet_id: int, decision: str, note: str = "",
-              acknowledge_changed_evidence: bool = False) -> PacketReview:
-    """An acceptance first re-checks the packet's evidence (outside any transaction) where no check is recent."""
+def do_review(*, user: User, packet_id: int, decision: str, note: str = "", acknowledge_changed_evidence: bool = False,
+              change_decision: bool = False) -> tuple[PacketReview, bool]:
+    """A user's review of a packet they may see (agentrun.reviews.packet_review); returns (review, created)."""
     require(user, "agentrun.review_packet")
-    packet = access_packet(user=user, packet_id=packet_id)
-    changed = packet_attention(packet=packet, user=user) if decision == PacketReview.Decision.ACCEPTED else []
+    access_packet(user=user, packet_id=packet_id)
     try:
         return packet_review(packet_id=packet_id, reviewer=user, decision=decision, note=note,
-                             changed_evidence=changed, acknowledge_changed_evidence=acknowledge_changed_evidence)
+                             acknowledge_changed_evidence=acknowledge_changed_evidence,
+                             change_decision=change_decision)
     except ReviewError as exc:
-        # A review that does not fit (no note for a rejection) is a 422, like any body that does not fit;
-        # an acceptance of changed evidence without saying so is a 409 (the packet's evidence is not as written).
+        # A review that does not fit (no note for a rejection) is a 422, like any body that does not fit; an
+        # acceptance of changed evidence without saying so, or a new decision on a reviewed packet not marked as
+        # a change, is a 409 (the packet is not as the request assumed).
         raise Refused(exc.code, str(exc), _REVIEW_STATUS.get(exc.code, 422)) from None
 
 

@@ -115,6 +115,13 @@ def documents_search(*, query: str, limit: int) -> list[DocumentRevision]:
     return _documents_search_portable(current, terms, limit)
 
 
+def documents_current_revisions(*, codes: list[str]) -> dict[str, str]:
+    """{code: "rN"} for the documents among `codes` that a search may find now (public, with a current
+    revision); a retired, hidden or deleted document is left out."""
+    current = DocumentRevision.objects.filter(is_current=True, document__public=True, document__code__in=codes)
+    return {code: f"r{number}" for code, number in current.values_list("document__code", "number")}
+
+
 def _documents_search_postgres(terms: list[str], limit: int) -> list[DocumentRevision]:
     """Ranked by ts_rank over the revisions' stored vectors (the title weighs A, the body B, in the
     English configuration); ties by code."""

@@ -31,6 +31,22 @@ def when(value: datetime | None) -> str:
 
 
 @register.filter
+def of(mapping: dict | None, key: Any) -> Any:
+    """`mapping[key]`, or None (a template looks an item up by a key it holds in a variable)."""
+    return mapping.get(key) if mapping else None
+
+
+@register.filter
+def clock(value: datetime | None) -> str:
+    """The time of day in the viewer's zone, labelled with it: "10:42 (CEST)"; `when` gives the date too."""
+    if value is None:
+        return "—"
+    if timezone.is_aware(value):
+        value = timezone.localtime(value)
+    return dateformat.format(value, "H:i (T)")
+
+
+@register.filter
 def dollars(micros: int | None) -> str:
     return "—" if micros is None else _dollars(int(micros))
 

@@ -1,8 +1,10 @@
 """The review queue: pending first, oldest first; accept or reject with a note; append-only history."""
+from datetime import UTC, datetime
+
 import pytest
 from django.urls import reverse
 
-from agentrun.models import ApiToken, PacketReview, ReviewPacket
+from agentrun.models import ApiToken, PacketReview, ReviewPacket, StaffPreference
 from agentrun.reviews import packet_review
 from tests.support.staff import make_runs
 
@@ -73,8 +75,9 @@ def test_rejecting_needs_a_note(staff_client, demo):
 
 def test_reviews_are_history_never_edited(staff_user, supervisor_user, demo):
     packet = make_runs(1)[0].packet
-    first = packet_review(packet_id=packet.pk, reviewer=staff_user, decision="rejected", note="too vague")
-    packet_review(packet_id=packet.pk, reviewer=supervisor_user, decision="accepted", note="fine after all")
+    first, _ = packet_review(packet_id=packet.pk, reviewer=staff_user, decision="rejected", note="too vague")
+    packet_review(packet_id=packet.pk, reviewer=supervisor_user, decision="accepted", note="fine after all",
+                  change_decision=True)
     assert list(PacketReview.objects.filter(packet=packet).values_list("decision", flat=True)) == ["rejected", "accepted"]
     first.note = "rewritten"
     with pytest.raises(ValueError):
@@ -97,7 +100,7 @@ def test_a_user_without_the_review_permission_is_refused(outsider, demo):
 
 def test_review_history_page_is_read_only(staff_client, staff_user, demo):
     packet = make_runs(1)[0].packet
-    review = packet_review(packet_id=packet.pk, reviewer=staff_user, decision="accepted")
+    review, _ = packet_review(packet_id=packet.pk, reviewer=staff_user, decision="accepted")
     assert staff_client.get(reverse("admin:agentrun_packetreview_changelist")).status_code == 200
     assert staff_client.post(reverse("admin:agentrun_packetreview_delete", args=[review.pk]),
                              {"post": "yes"}).status_code == 403
@@ -117,3 +120,63 @@ def test_api_tokens_are_created_in_the_admin_and_shown_once(staff_client, staff_
 
     other = client_for(supervisor_user).get(reverse("admin:agentrun_apitoken_changelist")).content.decode()
     assert "my script" not in other
+
+
+# --- one honest review: final unless changed on purpose ----------------------------------------------
+
+
+def _page(client, packet) -> str:
+    return client.get(reverse("admin:agentrun_reviewpacket_change", args=[packet.pk])).content.decode()
+
+
+def test_a_reviewed_packet_shows_who_decided_when_in_the_viewers_zone_and_no_accept(staff_user, supervisor_user,
+                                                                                     demo):
+    from tests.support.staff import client_for
+
+    packet = make_runs(1)[0].packet
+    review, _ = packet_review(packet_id=packet.pk, reviewer=staff_user, decision="accepted")
+    PacketReview.objects.filter(pk=review.pk).update(created_at=datetime(2026, 9, 14, 8, 42, tzinfo=UTC))
+    StaffPreference.objects.create(user=supervisor_user, time_zone="Europe/Paris")
+    page = _page(client_for(supervisor_user), packet)
+    assert "<strong>Accepted by staff at 10:42 (CEST)</strong> on 2026-09-14" in page
+    assert 'id="change-decision"' in page and "Change to rejected" in page
+    assert 'id="accept"' not in page and 'id="reject"' not in page and 'id="review-form"' not in page
+
+
+def test_the_same_submit_twice_adds_nothing(staff_client, staff_user, demo):
+    packet = make_runs(1)[0].packet
+    url = reverse("admin:agentrun_reviewpacket_review", args=[packet.pk])
+    staff_client.post(url, {"decision": "accept"})
+    again = staff_client.post(url, {"decision": "accept"}, follow=True).content.decode()  # a double click, `a` twice
+    assert f"Packet {packet.pk} was already accepted by you; nothing was added." in again
+    assert list(PacketReview.objects.values_list("decision", flat=True)) == ["accepted"]
+
+
+def test_another_decision_needs_change_decision_and_a_note(staff_client, staff_user, demo):
+    packet = make_runs(1)[0].packet
+    url = reverse("admin:agentrun_reviewpacket_review", args=[packet.pk])
+    staff_client.post(url, {"decision": "accept"})
+    plain = staff_client.post(url, {"decision": "reject", "note": "no"}, follow=True).content.decode()
+    assert "is already accepted (by staff)" in plain
+    unexplained = staff_client.post(url, {"decision": "reject", "note": " ", "change_decision": "1"}, follow=True)
+    assert "a note is required." in unexplained.content.decode()
+    assert list(PacketReview.objects.values_list("decision", flat=True)) == ["accepted"]
+    changed = staff_client.post(url, {"decision": "reject", "note": "Wrong job.", "change_decision": "1"}, follow=True)
+    assert changed.redirect_chain[-1][0] == reverse("admin:agentrun_reviewpacket_change", args=[packet.pk])
+    page = changed.content.decode()
+    assert f"Packet {packet.pk}: decision changed to rejected." in page
+    assert "<strong>Rejected by staff at " in page and "Change to accepted" in page and "Wrong job." in page
+    assert list(PacketReview.objects.values_list("decision", flat=True)) == ["accepted", "rejected"]
+    assert ReviewPacket.objects.get(pk=packet.pk).review_state == "rejected"
+
+
+def test_a_get_on_a_post_only_url_opens_the_page_of_its_object(staff_client, demo):
+    run = make_runs(1)[0]
+    review = staff_client.get(reverse("admin:agentrun_reviewpacket_review", args=[run.packet.pk]))
+    assert review.status_code == 302 and review["Location"] == reverse("admin:agentrun_reviewpacket_change",
+                                                                         args=[run.packet.pk])
+    for name in ("agentrun_run_cancel", "agentrun_run_approval"):
+        response = staff_client.get(reverse(f"admin:{name}", args=[run.pk]))
+        assert response.status_code == 302 and response["Location"] == reverse("admin:agentrun_run_change",
+                                                                                 args=[run.pk])
+    assert not PacketReview.objects.exists()

@@ -31,16 +31,49 @@ def test_packet_has_its_cited_evidence_inline(client, staff_user, ticket_t1001):
     assert isinstance(body["open_questions"], list) and body["budget_spent"]["model_requests"] == [3, 8]
 
 
-def test_accept_then_reject_are_appended(client, staff_user, supervisor_user, demo):
+def test_accept_then_a_changed_decision_are_appended(client, staff_user, supervisor_user, demo):
     packet = make_runs(1)[0].packet
     accepted = _post(client, packet.pk, {"decision": "accept"}, bearer(staff_user))
     assert accepted.status_code == 201 and accepted.json()["decision"] == "accepted"
     assert accepted.json()["reviewer"] == "staff"
-    rejected = _post(client, packet.pk, {"decision": "reject", "note": "  J-41 was meant  "}, bearer(supervisor_user))
+    rejected = _post(client, packet.pk, {"decision": "reject", "note": "  J-41 was meant  ", "change_decision": True},
+                     bearer(supervisor_user))
     assert rejected.status_code == 201 and rejected.json()["note"] == "J-41 was meant"
     body = client.get(f"/api/packets/{packet.pk}", **bearer(staff_user)).json()
     assert [r["decision"] for r in body["reviews"]] == ["accepted", "rejected"]
     assert body["review_state"] == "rejected" and body["summary"] == "s"
+
+
+def test_a_new_decision_on_a_reviewed_packet_is_already_reviewed_unless_changed_with_a_note(
+        client, staff_user, supervisor_user, demo):
+    packet = make_runs(1)[0].packet
+    assert _post(client, packet.pk, {"decision": "accept"}, bearer(staff_user)).status_code == 201
+    for user, body in [
+        (staff_user, {"decision": "reject", "note": "on second thought"}),
+        (supervisor_user, {"decision": "reject", "note": "J-41 was meant"}),
+        (supervisor_user, {"decision": "accept"}),  # accepted already, but by someone else: a decision of their own
+    ]:
+        _error(_post(client, packet.pk, body, bearer(user)), 409, "already_reviewed")
+    _error(_post(client, packet.pk, {"decision": "accept", "change_decision": True}, bearer(supervisor_user)),
+           422, "note_required")
+    assert list(PacketReview.objects.values_list("decision", flat=True)) == ["accepted"]
+    changed = _post(client, packet.pk, {"decision": "reject", "note": "Wrong job.", "change_decision": True},
+                    bearer(staff_user))
+    assert changed.status_code == 201 and changed.json()["decision"] == "rejected"
+    assert ReviewPacket.objects.get(pk=packet.pk).review_state == "rejected"
+
+
+def test_the_same_decision_sent_again_adds_nothing(client, staff_user, demo):
+    packet = make_runs(1)[0].packet
+    first = _post(client, packet.pk, {"decision": "accept"}, bearer(staff_user))
+    again = _post(client, packet.pk, {"decision": "accept"}, bearer(staff_user))
+    assert first.status_code == 201 and again.status_code == 200 and again.json() == first.json()
+    rejected = _post(client, packet.pk, {"decision": "reject", "note": "No.", "change_decision": True},
+                     bearer(staff_user))
+    retried = _post(client, packet.pk, {"decision": "reject", "note": "No.", "change_decision": True},
+                    bearer(staff_user))
+    assert rejected.status_code == 201 and retried.status_code == 200 and retried.json()["id"] == rejected.json()["id"]
+    assert list(PacketReview.objects.values_list("decision", flat=True)) == ["accepted", "rejected"]
 
 
 @pytest.mark.parametrize("body,status,code", [

@@ -37,6 +37,20 @@ def test_outcomes_numbers(five_runs):
     assert len(out.review_seconds) == 2 and out.median_review_seconds >= 0
 
 
+def test_the_acceptance_rate_counts_each_packets_latest_decision_once(five_runs, supervisor_user, staff_user):
+    accepted, rejected = five_runs[0].packet.pk, five_runs[1].packet.pk
+    packet_review(packet_id=accepted, reviewer=supervisor_user, decision="accepted")  # sent twice: adds nothing
+    packet_review(packet_id=rejected, reviewer=staff_user, decision="accepted", note="J-42 after all",
+                  change_decision=True)
+    packet_review(packet_id=accepted, reviewer=staff_user, decision="rejected", note="Wrong job.",
+                  change_decision=True)
+    packet_review(packet_id=accepted, reviewer=supervisor_user, decision="accepted", note="Right job.",
+                  change_decision=True)
+    out = outcomes(period=period_parse(first=None, last=None))
+    assert (out.accepted, out.reviewed, out.acceptance_rate) == (2, 2, 1.0)
+    assert len(out.review_seconds) == 2  # the time to a packet's first review, once per packet
+
+
 def test_period_excludes_runs_outside_it(five_runs):
     last_year = timezone.now().date() - timedelta(days=365)
     out = outcomes(period=period_parse(first=(last_year - timedelta(days=3)).isoformat(), last=last_year.isoformat()))

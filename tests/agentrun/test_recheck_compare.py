@@ -83,3 +83,20 @@ def test_summary_in_plain_words():
     assert compare("read_job_status", JOB, _with(JOB, status="running")).summary == "changed: status: failed → running"
     assert Comparison.unchecked("no answer in time").summary == "could not check: no answer in time"
     assert Comparison(Outcome.UNCHANGED).summary == "unchanged"
+
+
+@pytest.mark.parametrize("revisions,outcome,words", [
+    ({"DOC-EXPORT-7": "r3", "DOC-NOTE-9": "r2"}, Outcome.CHANGED, ["DOC-NOTE-9: r1 → r2"]),
+    ({"DOC-EXPORT-7": "r3", "DOC-NOTE-9": "r1"}, Outcome.UNCHANGED, []),
+    ({"DOC-EXPORT-7": "r3"}, Outcome.CHANGED, ["DOC-NOTE-9: r1 → no longer found"]),
+], ids=["ranked out with a newer revision", "ranked out as cited", "found by no search"])
+def test_a_cited_document_the_search_leaves_out_reads_as_it_stands_now(revisions, outcome, words):
+    result = compare("search_docs", SEARCH, _results(EXPORT), revisions)
+    assert result.outcome == outcome and [str(d) for d in result.differences] == words
+
+
+def test_a_search_is_gone_only_when_none_of_its_documents_can_be_found():
+    assert compare("search_docs", SEARCH, _results(), {}).outcome == Outcome.GONE
+    found_elsewhere = compare("search_docs", SEARCH, _results(), {"DOC-EXPORT-7": "r4", "DOC-NOTE-9": "r1"})
+    assert found_elsewhere.outcome == Outcome.CHANGED
+    assert [str(d) for d in found_elsewhere.differences] == ["DOC-EXPORT-7: r3 → r4"]

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import re
+from zoneinfo import ZoneInfo
 
+from django.utils import timezone
 from playwright.sync_api import expect
 
-from agentrun.models import Approval, PacketReview, ReviewPacket, Run
+from agentrun.models import Approval, PacketReview, ReviewPacket, Run, StaffPreference
 from tests.support.staff import PASSWORD, make_runs
 from tickets.models import Account, CustomerSession, Job, Ticket
 
@@ -239,3 +241,40 @@ def test_the_dashboard_names_reasons_links_runs_and_shows_the_backlog(page, live
     expect(page).to_have_url(re.compile(r"/admin/agentrun/run/\?status__in=COMPLETED"))
     expect(page.locator("#result_list tbody tr")).to_have_count(1)
     shot("36-dashboard-bar-to-runs")
+
+
+def test_a_reviewed_packet_shows_its_decision_and_changes_it_only_with_a_note(page, live_server, login, shot,
+                                                                              staff_user, demo):
+    packet = make_runs(1)[0].packet
+    StaffPreference.objects.create(user=staff_user, time_zone="Europe/Paris")
+    login("staff", PASSWORD)
+    page.goto(f"{live_server.url}/admin/agentrun/reviewpacket/{packet.pk}/change/")
+    page.keyboard.press("a")
+    expect(page).to_have_url(re.compile(r"/reviewpacket/$"))  # accepted; no pending packet is left
+    review = PacketReview.objects.get(packet=packet)
+    at = timezone.localtime(review.created_at, ZoneInfo("Europe/Paris")).strftime("%H:%M (%Z)")
+
+    page.goto(f"{live_server.url}/admin/agentrun/reviewpacket/{packet.pk}/change/")
+    expect(page.locator("#decision-line")).to_contain_text(f"Accepted by staff at {at}")
+    expect(page.locator("#accept")).to_have_count(0)
+    expect(page.locator("#reject")).to_have_count(0)
+    page.keyboard.press("a")  # the shortcut has nothing to press on a reviewed packet
+    expect(page.locator("#decision-line")).to_contain_text("Accepted by staff")
+    shot("32-reviewed-packet")
+    assert PacketReview.objects.filter(packet=packet).count() == 1
+
+    page.click("#change-decision summary")
+    page.click("#change-submit")  # no note: the form does not go
+    expect(page.locator("#change-note")).to_be_focused()
+    assert PacketReview.objects.filter(packet=packet).count() == 1
+    page.fill("#change-note", "It cites the wrong job.")
+    shot("33-changing-a-decision")
+    page.click("#change-submit")
+    expect(page.locator(".messagelist")).to_contain_text(f"Packet {packet.pk}: decision changed to rejected.")
+    expect(page.locator("#decision-line")).to_contain_text("Rejected by staff at")
+    expect(page.locator("#decision-line")).to_contain_text("It cites the wrong job.")
+    expect(page.locator("#review-state")).to_have_text("rejected")
+    expect(page.locator("#change-submit")).to_have_text("Change to accepted")
+    shot("34-decision-changed")
+    assert list(PacketReview.objects.filter(packet=packet).values_list("decision", flat=True)) == ["accepted",
+                                                                                                   "rejected"]
