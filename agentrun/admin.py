@@ -26,6 +26,7 @@ from .adapters import BuiltInModel
 from .budgets import Budget, BudgetError, budget_limits
 from .config import budget_defaults
 from .dashboard_views import refusal
+from .headlines import run_headline
 from .middleware import SESSION_KEY as TIME_ZONE_SESSION_KEY
 from .models import (
     ApiToken,
@@ -192,6 +193,7 @@ class RunAdmin(ReadOnlyAdmin):
             "actor": investigator(run.model_name),
             "model_named": run.model_name != BuiltInModel.RULES,  # the rules investigator is named by `actor`
             "explanation": _explanation(run, packet),
+            "headline": run_headline(run=run, packet=packet),
             "timeline": run_timeline(run=run),
             "evidence": evidence_for(ticket_id=run.ticket_id, refs=list(run.evidence_refs)),
             "bars": budget_bars(run=run),
@@ -223,6 +225,7 @@ class RunAdmin(ReadOnlyAdmin):
             "max_tool_attempts": budget.max_tool_attempts,
             "bars": budget_bars(run=run),
             "explanation": stop_explanation(run.status, run.detail, run.stop_note, model_name=run.model_name),
+            "headline": run_headline(run=run, packet=packet_of(run)),
         }
         return TemplateResponse(request, "admin/agentrun/run/progress.html", context)
 
@@ -366,6 +369,7 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
             "spent": spent_rows(packet.budget_spent),
             "handoff": packet.stop_reason == Status.NEEDS_HELP,
             "stop_name": stop_name(packet.stop_reason),
+            "headline": run_headline(run=run, packet=packet),
             "evidence": evidence_for(ticket_id=run.ticket_id, refs=list(packet.evidence_refs)),
             "explanation": _explanation(run, packet),
             "reviews": list(packet.reviews.select_related("reviewer")),

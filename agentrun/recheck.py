@@ -2,7 +2,8 @@
 
 A re-read goes through the tool backend the run used (agentrun.tools.TOOLS),
 under the run's customer session as it is now and with the same policy and
-approvals: a session no longer verified reads nothing (`could not check`). It
+approvals: a session not verified now reads nothing (`could not check`, saying whether the
+session was verified when the run read its jobs, or is simply not verified). It
 charges the run nothing (no attempt row, no counter). All re-reads of one
 packet share AGENT_RECHECK_TIMEOUT; a result is reused from the cache for
 AGENT_RECHECK_REUSE_SECONDS, keyed by evidence item. Every check that ran is
@@ -29,8 +30,9 @@ from tickets.selectors import Forbidden, SessionScope
 from . import tools
 from .dispatch import Dispatcher
 from .lookups import ApprovalRequired, Lookup, ToolError, not_listed
-from .models import Approval, EvidenceCheck, ReviewPacket, Run
+from .models import Approval, EvidenceCheck, ReviewPacket, Run, ToolAttempt
 from .recheck_compare import Comparison, Difference, Outcome, compare, needs_acknowledgement
+from .schemas import ToolName
 
 APPROVAL_NEEDED = "this lookup needs a supervisor's approval, which the run did not have for it"
 
@@ -66,7 +68,7 @@ def evidence_reread(*, evidence: Evidence, run: Run, session: CustomerSession, a
     if tool is None:
         return Comparison.unchecked(f"there is no tool {evidence.tool} any more")
     if not session.verified:
-        return Comparison.unchecked("the customer's session is no longer verified; nothing was read")
+        return Comparison.unchecked(unverified_reason(run))
     if timeout <= 0:
         return Comparison.unchecked("the packet's re-checks ran out of time (AGENT_RECHECK_TIMEOUT)", transient=True)
     scope, args = SessionScope.of(session), evidence.args
@@ -87,6 +89,14 @@ def evidence_reread(*, evidence: Evidence, run: Run, session: CustomerSession, a
             return Comparison.gone(str(exc))
         return Comparison.unchecked(str(exc), transient=exc.transient)
     return compare(evidence.tool, json.loads(evidence.content), result.content)
+
+
+def unverified_reason(run: Run) -> str:
+    """Why an unverified session reads nothing, as the data can tell it: only a verified session reads a job,
+    so a run that read one had a verified session then; otherwise it may never have been verified."""
+    if run.attempts.filter(tool=ToolName.READ_JOB_STATUS, outcome=ToolAttempt.Outcome.OK).exists():
+        return "the customer's session is no longer verified; nothing was read"
+    return "the customer's session is not verified; nothing was read"
 
 
 def _call_key(tool: str, args: dict[str, Any]) -> str:
