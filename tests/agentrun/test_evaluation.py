@@ -57,7 +57,11 @@ def test_the_rules_model_agrees_with_every_reviewed_packet_on_recorded_tools(rev
     assert report["finished"] and figures["cases"] == 20
     assert figures["accepted_cases"] >= 10
     assert figures["agreement"] == 1.0 and figures["regressions"] == []
-    assert all(c["agreed"] and c["overlap"] == 1.0 for c in report["cases"])
+    assert all(c["overlap"] == 1.0 and not c["regression"] for c in report["cases"])
+    # Agreement is with accepted packets; matching a rejected one is reported apart (rules hand off on T-1002).
+    assert {c["result"] for c in report["cases"]} == {"agreed", "agreed_with_rejected"}
+    assert all(c["agreed"] == (c["original_review"] == "accepted") for c in report["cases"])
+    assert figures["agreed"] == figures["accepted_cases"] and figures["agreed_with_rejected"] == 20 - figures["agreed"]
     t1001 = cases_of(report, "T-1001")
     assert len(t1001) == 5 and all(c["drafted"] and len(c["accepted_sources"]) >= 2 for c in t1001)
     # Evaluation runs stay out of the queue and of the real tickets' evidence numbering.
