@@ -29,6 +29,8 @@ SERVICE_WORDS = {
 }
 RULES_NOTE = "Prepared by the rule-based investigator (rules, not a language model)."
 NOTHING_TO_LOOK_UP = "The rules found nothing to look up in this ticket; a person should read it."
+WHY_HAND_OFF = ("The rules draft only from job records, documents that name the error code, and service status,"
+                " so a person should read the ticket.")
 UNANSWERED = frozenset({"transient_error", "timeout"})  # a lookup whose service could not be reached in time
 
 
@@ -166,8 +168,7 @@ class Investigation:
             said.append(self._search_sentence(item))
         if not said:
             return NOTHING_TO_LOOK_UP
-        return " ".join([*said, "The rules draft only from job records, documents that name the error code, and"
-                                " service status, so a person should read the ticket."])
+        return " ".join([*said, WHY_HAND_OFF])
 
     @staticmethod
     def _search_sentence(item: EvidenceItem) -> str:
@@ -179,7 +180,8 @@ class Investigation:
         found = ", ".join(f"{d.get('id')} {d.get('revision')} (“{d.get('title')}”)" for d in docs)
         naming = [str(d.get("id")) for d in docs if query.casefold() in json.dumps(d).casefold()]
         if not naming:
-            return f"The documentation search for “{query}” [{item.ref}] found {found}; none of them mentions “{query}”."
+            return (f"The documentation search for “{query}” [{item.ref}] found {found};"
+                    f" none of them mentions “{query}”.")
         return (f"The documentation search for “{query}” [{item.ref}] found {found}; {', '.join(naming)} mentions"
                 f" “{query}”, but the rules explain an error only for a job record that shows it, and none did.")
 

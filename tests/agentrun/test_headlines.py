@@ -1,7 +1,7 @@
 """Each stop is headlined by what actually happened (agentrun/headlines.py), on every demo ticket."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from django.urls import reverse
@@ -18,7 +18,7 @@ from tickets.models import Ticket
 
 pytestmark = pytest.mark.usefixtures("settle")
 
-DENIED_AT = datetime(2026, 9, 14, 10, 5, tzinfo=timezone.utc)
+DENIED_AT = datetime(2026, 9, 14, 10, 5, tzinfo=UTC)
 
 
 # --- pure: one headline for each refusal kind ----------------------------------------------------------

@@ -160,7 +160,8 @@ class Command(BaseCommand):
             f"agreement {_percent(f['agreement'])} ({f.get('agreed', 0)} of {f['accepted_cases']} accepted packets), "
             f"{f.get('agreed_with_rejected', 0)} agreeing with a rejected packet, "
             f"draft rate {_percent(f['draft_rate'])}, handoff rate {_percent(f['handoff_rate'])}, "
-            f"cost per case {_dollars(f['cost_micros_per_case'])} (originals {_dollars(f['original_cost_micros_per_case'])}), "
+            f"cost per case {_dollars(f['cost_micros_per_case'])}"
+            f" (originals {_dollars(f['original_cost_micros_per_case'])}), "
             f"{len(f['regressions'])} regressions"
             + (f" (original runs {', '.join(map(str, f['regressions']))})" if f["regressions"] else "")
         )
