@@ -6,6 +6,7 @@ admin never writes a run, a packet or a review itself.
 from __future__ import annotations
 
 import json
+from datetime import datetime, time
 
 from django import forms
 from django.contrib import admin, messages
@@ -26,6 +27,8 @@ from .adapters import BuiltInModel
 from .budgets import Budget, BudgetError, budget_limits
 from .config import budget_defaults
 from .dashboard_views import refusal
+from .evaluation import evaluation_figures, result_of
+from .headlines import run_headline
 from .middleware import SESSION_KEY as TIME_ZONE_SESSION_KEY
 from .models import (
     ApiToken,
@@ -53,8 +56,10 @@ from .staff import (
     can,
     do_answer_approval,
     do_cancel,
+    do_evaluation_start,
     do_packet_recheck,
     do_review,
+    evaluation_models,
     require,
 )
 from .queue import packet_next_pending, packet_previous_pending, packet_to_review_after
@@ -195,6 +200,7 @@ class RunAdmin(ReadOnlyAdmin):
             "actor": investigator(run.model_name),
             "model_named": run.model_name != BuiltInModel.RULES,  # the rules investigator is named by `actor`
             "explanation": _explanation(run, packet),
+            "headline": run_headline(run=run, packet=packet),
             "timeline": run_timeline(run=run),
             "evidence": evidence_for(ticket_id=run.ticket_id, refs=list(run.evidence_refs)),
             "bars": budget_bars(run=run),
@@ -226,6 +232,7 @@ class RunAdmin(ReadOnlyAdmin):
             "max_tool_attempts": budget.max_tool_attempts,
             "bars": budget_bars(run=run),
             "explanation": stop_explanation(run.status, run.detail, run.stop_note, model_name=run.model_name),
+            "headline": run_headline(run=run, packet=packet_of(run)),
         }
         return TemplateResponse(request, "admin/agentrun/run/progress.html", context)
 
@@ -370,6 +377,7 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
             "spent": spent_rows(packet.budget_spent),
             "handoff": packet.stop_reason == Status.NEEDS_HELP,
             "stop_name": stop_name(packet.stop_reason),
+            "headline": run_headline(run=run, packet=packet),
             "evidence": evidence_for(ticket_id=run.ticket_id, refs=list(packet.evidence_refs)),
             "explanation": _explanation(run, packet),
             "reviews": list(packet.reviews.select_related("reviewer")),
@@ -667,6 +675,7 @@ class StaffPreferenceAdmin(StaffSiteAdmin):
 CASE_COLUMNS = (
     "original run", "candidate run", "ticket", "original review", "status", "detail", "drafted", "overlap",
     "model requests", "tokens", "cost micros", "original cost micros", "wall seconds", "agreed", "regression",
+    "result",
 )
 
 
@@ -674,17 +683,40 @@ def case_row(case: EvaluationCase) -> list[object]:
     return [
         case.original_run_id, case.candidate_run_id, case.original_run.ticket.ref, case.original_review,
         case.status, case.detail, case.drafted, case.overlap, case.model_requests, case.tokens, case.cost_micros,
-        case.original_cost_micros, case.wall_seconds, case.agreed, case.regression,
+        case.original_cost_micros, case.wall_seconds, case.agreed, case.regression, result_of(case).value,
     ]
+
+
+class EvaluationStartForm(forms.Form):
+    """Which packets, how many, which model: the `evaluate` command's choices a supervisor makes in the admin."""
+
+    candidate_model = forms.ChoiceField(label="Candidate model")
+    reviewed = forms.ChoiceField(label="Packets reviewed as", choices=Evaluation.Reviewed.choices,
+                                 initial=Evaluation.Reviewed.ACCEPTED)
+    limit = forms.IntegerField(label="At most this many packets (oldest first)", min_value=1, max_value=10_000,
+                               required=False, initial=20)
+    since = forms.DateField(label="Only packets written since (YYYY-MM-DD, your time zone)", required=False)
+    live_tools = forms.BooleanField(label="Read the live backends, not the results the original runs recorded",
+                                    required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["candidate_model"].choices = evaluation_models()
+
+    def since_moment(self):
+        day = self.cleaned_data.get("since")
+        return timezone.make_aware(datetime.combine(day, time.min)) if day else None
 
 
 @admin.register(Evaluation)
 class EvaluationAdmin(ReadOnlyAdmin):
-    """Candidate models tested against reviewed packets (manage.py evaluate), for supervisors."""
+    """Candidate models tested against reviewed packets (manage.py evaluate, or *Start an evaluation*),
+    for supervisors."""
 
     list_display = ("id", "candidate_model", "reviewed", "live_tools", "cases", "agreement", "regressions",
                     "started_at", "finished_at")
     list_filter = ("candidate_model", "live_tools")
+    change_list_template = "admin/agentrun/evaluation/change_list.html"
 
     @admin.display(description="cases")
     def cases(self, evaluation):
@@ -702,7 +734,34 @@ class EvaluationAdmin(ReadOnlyAdmin):
     def get_urls(self):
         view = self.admin_site.admin_view
         return [path("<int:evaluation_id>/csv/", view(self.csv_view), name="agentrun_evaluation_csv"),
+                path("start/", view(self.start_view), name="agentrun_evaluation_start"),
                 *super().get_urls()]
+
+    def changelist_view(self, request, extra_context=None):
+        can_start = can(request.user, "agentrun.add_evaluation")
+        return super().changelist_view(request, {**(extra_context or {}), "can_start": can_start})
+
+    def start_view(self, request):
+        try:
+            require(request.user, "agentrun.add_evaluation")
+        except Refused as exc:
+            return refusal(request, exc)
+        form = EvaluationStartForm(request.POST if request.method == "POST" else None)
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            try:
+                evaluation = do_evaluation_start(
+                    user=request.user, candidate_model=data["candidate_model"], reviewed=data["reviewed"],
+                    limit=data["limit"], since=form.since_moment(), live_tools=data["live_tools"])
+            except Refused as exc:
+                messages.error(request, exc.message)
+            else:
+                done = "finished" if evaluation.finished_at else "started on the workers"
+                messages.success(request, f"Evaluation {evaluation.pk} of {evaluation.candidate_model} {done}.")
+                return HttpResponseRedirect(reverse("admin:agentrun_evaluation_change", args=[evaluation.pk]))
+        context = {**self.admin_site.each_context(request), "opts": self.model._meta, "form": form,
+                   "title": "Start an evaluation of a candidate model"}
+        return TemplateResponse(request, "admin/agentrun/evaluation/start.html", context)
 
     def _cases(self, request, evaluation_id: int):
         require(request.user, "agentrun.view_evaluation")
@@ -721,8 +780,8 @@ class EvaluationAdmin(ReadOnlyAdmin):
             "opts": self.model._meta,
             "title": f"Evaluation {evaluation.pk}: {evaluation.candidate_model} against reviewed packets",
             "evaluation": evaluation,
-            "figures": evaluation.figures,
-            "rows": [(case, run_url(case.original_run_id),
+            "figures": evaluation_figures(cases),  # from the rows below, as they are now
+            "rows": [(case, result_of(case), run_url(case.original_run_id),
                       run_url(case.candidate_run_id) if case.candidate_run_id else None) for case in cases],
             "csv_url": reverse("admin:agentrun_evaluation_csv", args=[evaluation.pk]),
         }

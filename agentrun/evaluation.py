@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import models, transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
@@ -194,22 +194,55 @@ def cited_sources(run: Run) -> list[str]:
     return sorted({call_key(e.tool, e.args) for e in items})
 
 
+class CaseResult(models.TextChoices):
+    """What one case shows, exactly one of these: the table's row, the header's counts and the CSV agree."""
+
+    AGREED = "agreed", "agrees"
+    AGREED_WITH_REJECTED = "agreed_with_rejected", "agrees with a rejected packet"
+    REGRESSION = "regression", "regression"
+    DIFFERS = "differs", "differs"
+    PENDING = "pending", "pending"
+
+
+def case_result(*, done: bool, original_review: str, drafted: bool, original_drafted: bool,
+                overlap: float | None) -> CaseResult:
+    """Pure. Agreement is with an accepted packet; matching a rejected one is reported as such, never
+    counted as agreement. A regression is an accepted packet's draft lost, or fewer of its sources cited."""
+    if not done:
+        return CaseResult.PENDING
+    every_source = overlap is None or overlap >= 1.0
+    if original_review == ReviewPacket.ReviewState.ACCEPTED and ((original_drafted and not drafted)
+                                                               or not every_source):
+        return CaseResult.REGRESSION
+    if drafted == original_drafted and every_source:
+        accepted = original_review == ReviewPacket.ReviewState.ACCEPTED
+        return CaseResult.AGREED if accepted else CaseResult.AGREED_WITH_REJECTED
+    return CaseResult.DIFFERS
+
+
+def result_of(case: EvaluationCase) -> CaseResult:
+    """The case's result from its stored figures (rows recorded before results were told apart read right too)."""
+    return case_result(done=case.state == EvaluationCase.State.DONE, original_review=case.original_review,
+                       drafted=case.drafted, original_drafted=case.original_drafted, overlap=case.overlap)
+
+
 def case_figures(*, original: Run, candidate: Run) -> dict[str, Any]:
     """What the case's table row shows: a pure comparison of the two runs' records."""
     accepted, cited = cited_sources(original), cited_sources(candidate)
     drafted = ReviewPacket.objects.filter(run=candidate, summary__isnull=False).exists()
     original_drafted = original.packet.summary is not None
-    overlap = len(set(accepted) & set(cited)) / len(accepted) if accepted else 1.0
-    was_accepted = original.packet.review_state == ReviewPacket.ReviewState.ACCEPTED
+    overlap = round(len(set(accepted) & set(cited)) / len(accepted) if accepted else 1.0, 4)
+    result = case_result(done=True, original_review=original.packet.review_state, drafted=drafted,
+                         original_drafted=original_drafted, overlap=overlap)
     ended = candidate.ended_at or timezone.now()
     return {
         "status": candidate.status, "detail": candidate.detail, "drafted": drafted,
         "original_drafted": original_drafted, "cited_sources": cited, "accepted_sources": accepted,
-        "overlap": round(overlap, 4), "model_requests": candidate.model_requests, "tokens": candidate.tokens_used,
+        "overlap": overlap, "model_requests": candidate.model_requests, "tokens": candidate.tokens_used,
         "cost_micros": candidate.cost_used_micros, "original_cost_micros": original.cost_used_micros,
         "wall_seconds": round((ended - candidate.created_at).total_seconds(), 3),
-        "agreed": drafted == original_drafted and overlap == 1.0,
-        "regression": was_accepted and (not drafted or overlap < 1.0),
+        "agreed": result == CaseResult.AGREED,
+        "regression": result == CaseResult.REGRESSION,
     }
 
 
@@ -229,23 +262,33 @@ def case_finish(*, case_id: int, run: Run) -> None:
 
 
 def evaluation_figures(cases: Iterable[EvaluationCase]) -> dict[str, Any]:
-    """Agreement with accepted packets, draft and handoff rates, cost per case against the originals."""
+    """The header's figures, counted from the cases' results (`result_of`), the same the table's rows show:
+    agreement with accepted packets, agreement with rejected ones apart, regressions, draft and handoff rates,
+    cost per case against the originals."""
     cases = [c for c in cases if c.state == EvaluationCase.State.DONE]
-    accepted = [c for c in cases if c.original_review == ReviewPacket.ReviewState.ACCEPTED]
+    results = [result_of(c) for c in cases]
+    accepted = sum(c.original_review == ReviewPacket.ReviewState.ACCEPTED for c in cases)
     n = len(cases)
 
     def share(count: int, of: int) -> float | None:
         return round(count / of, 4) if of else None
 
+    def counted(result: CaseResult) -> int:
+        return results.count(result)
+
     return {
         "cases": n,
-        "accepted_cases": len(accepted),
-        "agreement": share(sum(c.agreed for c in accepted), len(accepted)),
+        "accepted_cases": accepted,
+        "rejected_cases": sum(c.original_review == ReviewPacket.ReviewState.REJECTED for c in cases),
+        "agreed": counted(CaseResult.AGREED),
+        "agreement": share(counted(CaseResult.AGREED), accepted),
+        "agreed_with_rejected": counted(CaseResult.AGREED_WITH_REJECTED),
+        "differs": counted(CaseResult.DIFFERS),
         "draft_rate": share(sum(c.drafted for c in cases), n),
         "handoff_rate": share(sum(c.status == Status.NEEDS_HELP for c in cases), n),
         "cost_micros_per_case": share(sum(c.cost_micros for c in cases), n),
         "original_cost_micros_per_case": share(sum(c.original_cost_micros for c in cases), n),
-        "regressions": [c.original_run_id for c in cases if c.regression],
+        "regressions": [c.original_run_id for c, r in zip(cases, results) if r == CaseResult.REGRESSION],
     }
 
 

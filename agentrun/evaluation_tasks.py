@@ -9,7 +9,9 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
-from .evaluation import case_run
+from supportagent.celery import app as celery_app
+
+from .evaluation import case_run, evaluation_run
 from .models import Evaluation, EvaluationCase
 
 HELD_RETRY_SECONDS = 2.0  # before a case whose run another worker holds is looked at again
@@ -37,3 +39,13 @@ def evaluation_enqueue(evaluation: Evaluation) -> int:
         evaluate_case.apply_async((case.pk,), time_limit=limit)
         sent += 1
     return sent
+
+
+def evaluation_launch(evaluation: Evaluation) -> Evaluation:
+    """Run the evaluation's unfinished cases, with the `evaluate` command's own services: inline, now, when no
+    broker is configured; else sent to the workers and not waited for (the last case to finish finishes the
+    evaluation). Raises kombu's OperationalError when the broker does not answer."""
+    if celery_app.conf.task_always_eager:
+        return evaluation_run(evaluation)
+    evaluation_enqueue(evaluation)
+    return evaluation

@@ -2,7 +2,8 @@
 
 A re-read goes through the tool backend the run used (agentrun.tools.TOOLS),
 under the run's customer session as it is now and with the same policy and
-approvals: a session no longer verified reads nothing (`could not check`). It
+approvals: a session not verified now reads nothing (`could not check`, saying whether the
+session was verified when the run read its jobs, or is simply not verified). It
 charges the run nothing (no attempt row, no counter). All re-reads of one
 packet share AGENT_RECHECK_TIMEOUT; a result is reused from the cache for
 AGENT_RECHECK_REUSE_SECONDS, keyed by evidence item, for the pages; an
@@ -31,7 +32,7 @@ from tickets.selectors import Forbidden, SessionScope, documents_current_revisio
 from . import tools
 from .dispatch import Dispatcher
 from .lookups import ApprovalRequired, Lookup, ToolError, not_listed
-from .models import Approval, EvidenceCheck, ReviewPacket, Run
+from .models import Approval, EvidenceCheck, ReviewPacket, Run, ToolAttempt
 from .recheck_compare import Comparison, Difference, Outcome, compare, needs_acknowledgement
 from .schemas import ToolName
 from .timeline import revision_urls
@@ -70,7 +71,7 @@ def evidence_reread(*, evidence: Evidence, run: Run, session: CustomerSession, a
     if tool is None:
         return Comparison.unchecked(f"there is no tool {evidence.tool} any more")
     if not session.verified:
-        return Comparison.unchecked("the customer's session is no longer verified; nothing was read")
+        return Comparison.unchecked(unverified_reason(run))
     if timeout <= 0:
         return Comparison.unchecked("the packet's re-checks ran out of time (AGENT_RECHECK_TIMEOUT)", transient=True)
     scope, args = SessionScope.of(session), evidence.args
@@ -100,6 +101,14 @@ def _cited_revisions(tool: str, recorded: dict[str, Any]) -> dict[str, str] | No
         return None
     codes = [str(r["id"]) for r in recorded.get("results") or [] if isinstance(r, dict) and "id" in r]
     return documents_current_revisions(codes=codes)
+
+
+def unverified_reason(run: Run) -> str:
+    """Why an unverified session reads nothing, as the data can tell it: only a verified session reads a job,
+    so a run that read one had a verified session then; otherwise it may never have been verified."""
+    if run.attempts.filter(tool=ToolName.READ_JOB_STATUS, outcome=ToolAttempt.Outcome.OK).exists():
+        return "the customer's session is no longer verified; nothing was read"
+    return "the customer's session is not verified; nothing was read"
 
 
 def _call_key(tool: str, args: dict[str, Any]) -> str:

@@ -34,7 +34,7 @@ ROLES: dict[str, list[str]] = {
         "agentrun.view_dashboard", "agentrun.answer_approval", "agentrun.cancel_run",
         "agentrun.change_budget_defaults", "tickets.change_job",
         "agentrun.view_webhookdelivery", "agentrun.view_webhookattempt",
-        "agentrun.view_evaluation", "agentrun.view_evaluationcase",
+        "agentrun.view_evaluation", "agentrun.view_evaluationcase", "agentrun.add_evaluation",
     ],
     KNOWLEDGE_EDITORS: ["tickets.view_document", "tickets.add_document", "tickets.change_document",
                         "tickets.view_documentrevision"],

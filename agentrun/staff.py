@@ -5,16 +5,22 @@ go through here and nowhere else; they never write runs themselves.
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from tickets.documents import DocumentText
 from tickets.models import Document, Ticket
 from tickets.services import PublishOutcome, document_publish
 
+from .adapters import BuiltInModel, model_problem
 from .config import ConfigError
-from .models import Approval, PacketReview, ReviewPacket, Run, RunRequest
+from .evaluation import evaluation_create
+from .evaluation_tasks import evaluation_launch
+from .models import Approval, Evaluation, PacketReview, ReviewPacket, Run, RunRequest
 from .recheck import ItemCheck, packet_recheck
 from .reviews import ReviewError, packet_review
 from .roles import INTEGRATIONS, KNOWLEDGE_EDITORS, SUPERVISORS
@@ -52,6 +58,7 @@ _WHAT = {
     "tickets.change_document": ("publish documents", f"{KNOWLEDGE_EDITORS} and {INTEGRATIONS}"),
     "agentrun.change_budget_defaults": ("change budget defaults", SUPERVISORS),
     "agentrun.view_evaluation": ("see evaluations of candidate models", SUPERVISORS),
+    "agentrun.add_evaluation": ("start evaluations of candidate models", SUPERVISORS),
 }
 
 
@@ -234,3 +241,32 @@ def do_document_publish(*, user: User, code: str, text: DocumentText) -> Publish
     if not Document.objects.filter(code=code).exists():
         require(user, "tickets.add_document")
     return document_publish(code=code, title=text.title, body=text.body, public=text.public)
+
+
+# --- evaluations of candidate models ------------------------------------------------------
+
+
+def evaluation_models() -> list[tuple[str, str]]:
+    """The candidate models a supervisor may start an evaluation of from the admin: the rule-based investigator,
+    and the configured model when it is a provider's and usable here (replay needs a script: the command's)."""
+    models = [(BuiltInModel.RULES.value, f"{BuiltInModel.RULES} ({BuiltInModel.RULES.label})")]
+    configured = settings.AGENT_MODEL
+    if configured not in BuiltInModel.values and model_problem(configured) is None:
+        models.append((configured, f"{configured} (the configured model)"))
+    return models
+
+
+def do_evaluation_start(*, user: User, candidate_model: str, reviewed: str, limit: int | None,
+                        since: datetime | None, live_tools: bool) -> Evaluation:
+    """Create an evaluation and run it as `manage.py evaluate` does: inline without a broker, on the workers
+    with one. A broker that does not answer leaves the evaluation created, to be resumed."""
+    require(user, "agentrun.add_evaluation")
+    if candidate_model not in dict(evaluation_models()):
+        raise Refused("bad_model", f"{candidate_model!r} cannot be evaluated from here.", 400)
+    evaluation = evaluation_create(candidate_model=candidate_model, reviewed=reviewed, since=since, limit=limit,
+                                   live_tools=live_tools, created_by=user.get_username())
+    try:
+        return evaluation_launch(evaluation)
+    except BrokerUnavailable:
+        raise Refused("broker_unavailable", f"The broker did not answer; evaluation {evaluation.pk} was created"
+                      f" and can be sent again with manage.py evaluate --resume {evaluation.pk}.", 503) from None

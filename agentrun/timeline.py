@@ -25,12 +25,22 @@ DETAIL_EXPLANATIONS: dict[str, str] = {
     Detail.UNKNOWN_TOOL: "{actor} asked for a tool that does not exist.",
     Detail.BAD_ARGUMENTS: "The arguments did not fit the tool's schema.",
     Detail.CALL_ID_CONFLICT: "{actor} reused a call id for a different call.",
-    Detail.FORBIDDEN: "The customer's session may not make that lookup.",
-    Detail.APPROVAL_DENIED: "A supervisor denied the lookup the run was waiting on.",
+    Detail.FORBIDDEN: "{actor} proposed a lookup that was refused for this customer's session; nothing was"
+                      " dispatched for it.",
+    Detail.APPROVAL_DENIED: "A supervisor denied the lookup the run was waiting on. Nothing was dispatched for it.",
     Detail.ERROR: "The model provider returned an error.",
     Detail.TIMEOUT: "The model took longer than the operation timeout.",
     Detail.USAGE_OVERRUN: "The model reported more tokens than a request may use.",
 }
+# Details that say all the status would: their sentence replaces the status's ("proposed something not allowed"
+# does not describe a supervisor's denial, nor a lookup of a job that does not exist).
+DETAIL_SAYS_ALL = frozenset({Detail.FORBIDDEN, Detail.APPROVAL_DENIED})
+# Names of a stop whose detail changes what happened; the others read "<status> (<detail>)".
+DETAIL_LABELS: dict[str, str] = {
+    Detail.FORBIDDEN: "Refused a lookup",
+    Detail.APPROVAL_DENIED: "Lookup denied by a supervisor",
+}
+
 
 def investigator(model_name: str) -> str:
     """Who proposed a run's steps, in the words staff read."""
@@ -49,7 +59,7 @@ def stop_explanation(status: str, detail: str = "", note: str = "", *, model_nam
     if status in (Status.QUEUED, Status.RUNNING):
         return "The run is still going."
     actor = investigator(model_name)
-    parts = [_say(STOP_EXPLANATIONS.get(Status(status), status), actor)]
+    parts = [] if detail in DETAIL_SAYS_ALL else [_say(STOP_EXPLANATIONS.get(Status(status), status), actor)]
     if detail:
         parts.append(_say(DETAIL_EXPLANATIONS.get(detail, detail), actor))
     if note:
@@ -59,6 +69,8 @@ def stop_explanation(status: str, detail: str = "", note: str = "", *, model_nam
 
 def stop_label(status: str, detail: str = "") -> str:
     """The stop reason's name in plain words, e.g. "Refused a proposal (a tool that does not exist)"."""
+    if status == Status.INVALID_OR_FORBIDDEN and detail in DETAIL_LABELS:
+        return DETAIL_LABELS[detail]
     label = Status(status).label if status in Status.values else status
     if detail:
         label += f" ({Detail(detail).label if detail in Detail.values else detail})"

@@ -5,7 +5,8 @@ It reads the ticket and the evidence it is shown, one decision a turn:
 2. search the documentation for every error code seen (in the ticket or a job);
 3. check the service the ticket names, unless a documented error code already
    explains a failed job;
-4. draft a packet citing the evidence it used, listing what it could not establish.
+4. draft a packet citing the evidence it used, listing what it could not establish;
+   with nothing to cite, hand off, saying what it looked up and found, and why that is not enough.
 It reports no token usage: it spends none.
 """
 from __future__ import annotations
@@ -27,6 +28,10 @@ SERVICE_WORDS = {
     "billing": ("billing", "invoice", "payment", "charge"),
 }
 RULES_NOTE = "Prepared by the rule-based investigator (rules, not a language model)."
+NOTHING_TO_LOOK_UP = "The rules found nothing to look up in this ticket; a person should read it."
+WHY_HAND_OFF = ("The rules draft only from job records, documents that name the error code, and service status,"
+                " so a person should read the ticket.")
+UNANSWERED = frozenset({"transient_error", "timeout"})  # a lookup whose service could not be reached in time
 
 
 def _content(item: EvidenceItem) -> dict[str, Any]:
@@ -125,7 +130,9 @@ class Investigation:
             sentences.append(f"Service {status.get('service')} is {status.get('status')} [{item.ref}].")
             cited.append(item.ref)
         if not cited:
-            return {"handoff": "The rules found nothing to look up in this ticket; a person should read it."}
+            return {"handoff": self.handoff_reason()}
+        questions += [f"{job_id} could not be looked up: the job status service could not be reached."
+                      " What does the job record say?" for job_id in self.unreached_jobs()]
         if not self.ctx.session_verified and self.job_ids():
             questions.append(
                 f"The customer's session is not verified, so {', '.join(self.job_ids())} could not be looked up:"
@@ -141,6 +148,42 @@ class Investigation:
                 "open_questions": list(dict.fromkeys(questions)),
             }
         }
+
+    def unreached_jobs(self) -> list[str]:
+        """The jobs whose every lookup failed because the job status service did not answer."""
+        outcomes: dict[str, set[str]] = {}
+        for a in self.ctx.attempts:
+            if a.tool == ToolName.READ_JOB_STATUS:
+                outcomes.setdefault(str(a.args.get("job_id")), set()).add(a.outcome)
+        return [job for job, seen in outcomes.items() if seen and seen <= UNANSWERED]
+
+    def handoff_reason(self) -> str:
+        """Why the rules hand off with nothing to cite: what they looked up, what came back, why it is not enough."""
+        said = []
+        unreached = self.unreached_jobs()
+        if unreached:
+            said.append(f"The job status service could not be reached, so {', '.join(unreached)} could not be"
+                        " looked up.")
+        for item in self.by_tool.get(ToolName.SEARCH_DOCS, []):
+            said.append(self._search_sentence(item))
+        if not said:
+            return NOTHING_TO_LOOK_UP
+        return " ".join([*said, WHY_HAND_OFF])
+
+    @staticmethod
+    def _search_sentence(item: EvidenceItem) -> str:
+        content = _content(item)
+        query = str(content.get("query") or item.args.get("query", ""))
+        docs = content.get("results", [])
+        if not docs:
+            return f"The documentation search for “{query}” [{item.ref}] found no articles."
+        found = ", ".join(f"{d.get('id')} {d.get('revision')} (“{d.get('title')}”)" for d in docs)
+        naming = [str(d.get("id")) for d in docs if query.casefold() in json.dumps(d).casefold()]
+        if not naming:
+            return (f"The documentation search for “{query}” [{item.ref}] found {found};"
+                    f" none of them mentions “{query}”.")
+        return (f"The documentation search for “{query}” [{item.ref}] found {found}; {', '.join(naming)} mentions"
+                f" “{query}”, but the rules explain an error only for a job record that shows it, and none did.")
 
     @staticmethod
     def _job_sentence(job: dict[str, Any]) -> str:

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.urls import reverse
 
-from agentrun.evaluation import evaluation_create, evaluation_run
+from agentrun.evaluation import CaseResult, case_result, evaluation_create, evaluation_run
 from agentrun.evaluation_io import NOT_RECORDED
 from agentrun.loop import run_advance
 from agentrun.models import Evaluation, EvaluationCase, ReviewPacket, Run
@@ -57,7 +59,11 @@ def test_the_rules_model_agrees_with_every_reviewed_packet_on_recorded_tools(rev
     assert report["finished"] and figures["cases"] == 20
     assert figures["accepted_cases"] >= 10
     assert figures["agreement"] == 1.0 and figures["regressions"] == []
-    assert all(c["agreed"] and c["overlap"] == 1.0 for c in report["cases"])
+    assert all(c["overlap"] == 1.0 and not c["regression"] for c in report["cases"])
+    # Agreement is with accepted packets; matching a rejected one is reported apart (rules hand off on T-1002).
+    assert {c["result"] for c in report["cases"]} == {"agreed", "agreed_with_rejected"}
+    assert all(c["agreed"] == (c["original_review"] == "accepted") for c in report["cases"])
+    assert figures["agreed"] == figures["accepted_cases"] and figures["agreed_with_rejected"] == 20 - figures["agreed"]
     t1001 = cases_of(report, "T-1001")
     assert len(t1001) == 5 and all(c["drafted"] and len(c["accepted_sources"]) >= 2 for c in t1001)
     # Evaluation runs stay out of the queue and of the real tickets' evidence numbering.
@@ -137,3 +143,118 @@ def test_supervisors_see_the_list_the_comparison_and_the_csv(reviewed, superviso
     # The candidate runs' packets are not in the review queue.
     queue = supervisor_client.get("/admin/agentrun/reviewpacket/?state=all")
     assert queue.context["cl"].result_count == 20
+
+
+# --- one result per case, and the header counted from the rows ----------------------------------------------
+
+
+@pytest.mark.parametrize("review,drafted,original_drafted,overlap,expected", [
+    ("accepted", True, True, 1.0, CaseResult.AGREED),
+    ("accepted", False, False, 1.0, CaseResult.AGREED),  # an accepted handoff handed off again: not a regression
+    ("rejected", True, True, 1.0, CaseResult.AGREED_WITH_REJECTED),
+    ("rejected", False, False, 1.0, CaseResult.AGREED_WITH_REJECTED),
+    ("accepted", False, True, 1.0, CaseResult.REGRESSION),  # the accepted draft is lost
+    ("accepted", True, True, 0.5, CaseResult.REGRESSION),  # fewer of its sources
+    ("accepted", True, False, 1.0, CaseResult.DIFFERS),  # drafts where the accepted packet handed off
+    ("rejected", True, True, 0.5, CaseResult.DIFFERS),
+    ("rejected", False, True, 1.0, CaseResult.DIFFERS),
+])
+def test_each_case_has_exactly_one_result(review, drafted, original_drafted, overlap, expected):
+    assert case_result(done=True, original_review=review, drafted=drafted, original_drafted=original_drafted,
+                       overlap=overlap) == expected
+    assert case_result(done=False, original_review=review, drafted=drafted, original_drafted=original_drafted,
+                       overlap=overlap) == CaseResult.PENDING
+
+
+def _rows(page: str) -> list[str]:
+    return re.findall(r'<td class="case-result">([^<]*)</td>', page)
+
+
+def _figure(page: str, name: str) -> str:
+    return re.search(rf'<td id="figure-{name}">([^<]*)</td>', page).group(1)
+
+
+def test_an_accepted_handoff_handed_off_again_agrees_and_is_no_regression(dana_session):
+    lead = User.objects.create_user("lead")
+    run = run_advance(run_start(ticket=Ticket.objects.get(ref="T-1007"), model_name="rules").pk)
+    packet_review(packet_id=ReviewPacket.objects.get(run=run).pk, reviewer=lead, decision="accepted")
+    report = evaluate("--model", "rules")
+    (case,) = report["cases"]
+    assert not case["drafted"] and case["status"] == "NEEDS_HELP"
+    assert (case["agreed"], case["regression"]) == (True, False)
+    assert case["result"] == "agreed"
+    assert report["figures"]["regressions"] == [] and report["figures"]["agreement"] == 1.0
+
+
+def test_agreeing_with_a_rejected_packet_is_not_agreement_and_the_header_counts_the_rows(reviewed, supervisor_client):
+    report = evaluate("--model", "rules", "--reviewed", "all")
+    rejected = [c for c in report["cases"] if c["original_review"] == "rejected"]
+    assert rejected and all(c["result"] == "agreed_with_rejected" and not c["agreed"] for c in rejected)
+    page = supervisor_client.get(f"/admin/agentrun/evaluation/{report['evaluation']}/change/").content.decode()
+    rows = _rows(page)
+    assert len(rows) == 20
+    assert rows.count("agrees with a rejected packet") == len(rejected)
+    accepted = 20 - len(rejected)
+    assert rows.count("agrees") == accepted
+    assert _figure(page, "agreement") == f"100 % ({accepted} of {accepted})"
+    assert _figure(page, "agreed-with-rejected") == f"{len(rejected)} of {len(rejected)} (not counted as agreement)"
+    assert _figure(page, "regressions") == "0" and _figure(page, "cases") == "20 of 20"
+
+
+def test_a_regression_is_never_also_an_agreement_and_the_header_counts_it(reviewed, tmp_path, supervisor_client):
+    script = tmp_path / "docs-only.json"
+    script.write_text(json.dumps(DOCS_ONLY))
+    report = evaluate("--model", "replay", "--script", str(script))
+    assert not any(c["agreed"] and c["regression"] for c in report["cases"])
+    regressions = [c for c in report["cases"] if c["result"] == "regression"]
+    assert regressions and set(report["figures"]["regressions"]) == {c["original_run_id"] for c in regressions}
+    page = supervisor_client.get(f"/admin/agentrun/evaluation/{report['evaluation']}/change/").content.decode()
+    rows = _rows(page)
+    assert rows.count("regression") == len(regressions) == int(_figure(page, "regressions"))
+    agreed = rows.count("agrees")
+    assert _figure(page, "agreement").endswith(f"({agreed} of {report['figures']['accepted_cases']})")
+
+
+def test_costs_are_shown_in_dollars(reviewed, supervisor_client):
+    report = evaluate("--model", "rules", "--limit", "2")
+    EvaluationCase.objects.filter(evaluation_id=report["evaluation"]).update(cost_micros=1_250_000,
+                                                                           original_cost_micros=500_000)
+    page = supervisor_client.get(f"/admin/agentrun/evaluation/{report['evaluation']}/change/").content.decode()
+    assert _figure(page, "cost") == "$1.25 (original runs: $0.50)"
+    assert "<td>$1.25</td>" in page and "<td>$0.50</td>" in page
+    assert "µ$" not in page
+
+
+# --- starting one from the admin ----------------------------------------------------------------------------
+
+
+def test_a_supervisor_starts_an_evaluation_from_the_admin_and_it_runs_inline(reviewed, supervisor_client):
+    listing = supervisor_client.get("/admin/agentrun/evaluation/").content.decode()
+    assert 'id="start-evaluation"' in listing
+    form = supervisor_client.get(reverse("admin:agentrun_evaluation_start"))
+    assert form.status_code == 200 and b'value="rules"' in form.content
+    response = supervisor_client.post(reverse("admin:agentrun_evaluation_start"),
+                                      {"candidate_model": "rules", "reviewed": "all", "limit": "3"})
+    evaluation = Evaluation.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == reverse("admin:agentrun_evaluation_change", args=[evaluation.pk])
+    assert (evaluation.candidate_model, evaluation.reviewed, evaluation.limit) == ("rules", "all", 3)
+    assert evaluation.created_by == "supervisor" and evaluation.finished_at is not None
+    assert evaluation.figures["cases"] == 3
+    assert Run.objects.filter(purpose=Run.Purpose.EVALUATION).count() == 3
+
+
+def test_a_model_that_is_not_offered_is_refused_and_nothing_is_created(reviewed, supervisor_client):
+    response = supervisor_client.post(reverse("admin:agentrun_evaluation_start"),
+                                      {"candidate_model": "replay", "reviewed": "accepted"})
+    assert response.status_code == 200 and b"Select a valid choice" in response.content
+    assert not Evaluation.objects.exists()
+
+
+def test_support_staff_may_not_start_an_evaluation(reviewed, staff_client):
+    assert b'id="start-evaluation"' not in staff_client.get("/admin/agentrun/evaluation/").content
+    assert staff_client.get(reverse("admin:agentrun_evaluation_start")).status_code == 403
+    response = staff_client.post(reverse("admin:agentrun_evaluation_start"),
+                                 {"candidate_model": "rules", "reviewed": "all", "limit": "3"})
+    assert response.status_code == 403 and b"Only Supervisors may start evaluations" in response.content
+    assert not Evaluation.objects.exists() and not Run.objects.filter(purpose=Run.Purpose.EVALUATION).exists()

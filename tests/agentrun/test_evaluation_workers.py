@@ -13,6 +13,7 @@ import time
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 
 from agentrun.evaluation import evaluation_create, evaluation_run
 from agentrun.evaluation_tasks import evaluation_enqueue
@@ -151,3 +152,16 @@ def test_the_command_times_out_and_is_interrupted_leaving_the_cases_to_the_worke
     report = evaluate("--resume", str(interrupted.pk), "--timeout", "5")
     assert report["finished"] and report["figures"]["cases"] == interrupted.cases.count()
     assert candidate_runs() == runs
+
+
+def test_an_evaluation_started_from_the_admin_runs_on_the_workers(cluster, supervisor_client):
+    response = supervisor_client.post(reverse("admin:agentrun_evaluation_start"),
+                                      {"candidate_model": "rules", "reviewed": "all"})
+    evaluation = Evaluation.objects.get()
+    assert response.status_code == 302 and evaluation.finished_at is None  # sent to the workers, not waited for
+    time.sleep(1)
+    assert candidate_runs() == 0  # nothing ran in the request
+    cluster.worker()
+    done = wait_for(lambda: finished(evaluation.pk), 90, "the workers to finish the admin's evaluation")
+    assert done.figures["cases"] == CASES and done.created_by == "supervisor"
+    assert candidate_runs() == CASES

@@ -136,7 +136,7 @@ def test_the_packet_page_and_the_api_show_the_refusal(staff_user, demo_committed
     page = client_for(staff_user).get(f"/admin/agentrun/reviewpacket/{packet.pk}/change/").content.decode()
     assert 'id="refused-call"' in page and "J-77" in page
     assert "J-77 belongs to another account (GLOBEX)." in page
-    assert "Refused a proposal (a lookup this customer may not make)" in page
+    assert '<span id="stop-label">Refused a lookup: J-77 belongs to another account (GLOBEX)</span>' in page
     assert "Status of job J-77" in page and "A colleague shared job J-77 with me." in page  # the customer's message
     body = client_for(staff_user).get(f"/api/packets/{packet.pk}", **bearer(staff_user)).json()
     assert body["refused"]["reason"] == "J-77 belongs to another account (GLOBEX)."

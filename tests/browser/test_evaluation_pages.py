@@ -52,7 +52,7 @@ def test_the_list_the_comparison_its_run_links_and_the_csv(page, live_server, lo
     expect(page.locator("#content h1")).to_have_text(f"Evaluation {evaluation.pk}: rules against reviewed packets")
     cases = page.locator("#evaluation-cases tbody tr")
     expect(cases).to_have_count(len(TICKETS))
-    expect(page.locator("#evaluation-figures")).to_contain_text("100 % of")
+    expect(page.locator("#figure-agreement")).to_contain_text("100 % (")  # agreeing cases of accepted ones
     shot(f"61-evaluation-comparison-{size}")
     assert page.evaluate("document.documentElement.scrollWidth") <= width, "the page scrolls sideways"
 

@@ -34,11 +34,11 @@ def test_the_refused_job_is_named_in_the_packet(page, live_server, login, shot, 
     _open_packet(page, live_server, packet)
     expect(page.locator("#refused-call")).to_have_text(f'read_job_status {{"job_id": "{job}"}}')
     expect(page.locator("#refused-reason")).to_contain_text(reason)
-    expect(page.locator("#stop-label")).to_have_text("Refused a proposal (a lookup this customer may not make)")
+    expect(page.locator("#stop-label")).to_have_text(f"Refused a lookup: {reason.rstrip('.')}")
     expect(page.locator("#customer-message")).to_contain_text(wrote)
     shot(f"20-packet-{name}-{ref}")
     page.click("#ticket-link")
-    expect(page.locator("#ticket-runs")).to_contain_text("Refused a proposal")
+    expect(page.locator("#ticket-runs")).to_contain_text("Refused a lookup")
     page.goto(f"{live_server.url}/admin/agentrun/reviewpacket/")
     expect(page.locator("#result_list")).to_contain_text("Refused a proposal")  # the queue names stop reasons in plain words
 

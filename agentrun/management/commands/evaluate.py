@@ -12,8 +12,9 @@ from django.utils.dateparse import parse_date, parse_datetime
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from agentrun.adapters import BuiltInModel, model_problem
+from agentrun.budgets import dollars
 from agentrun.evaluation import (
-    evaluation_create, evaluation_finish, evaluation_progress, evaluation_run, unfinished_like,
+    evaluation_create, evaluation_finish, evaluation_progress, evaluation_run, result_of, unfinished_like,
 )
 from agentrun.evaluation_tasks import evaluation_enqueue
 from agentrun.models import Evaluation
@@ -144,22 +145,30 @@ class Command(BaseCommand):
         fields = ("original_run_id", "candidate_run_id", "original_review", "status", "detail", "drafted",
                   "overlap", "model_requests", "tokens", "cost_micros", "original_cost_micros", "wall_seconds",
                   "agreed", "regression", "cited_sources", "accepted_sources")
+        rows = list(evaluation.cases.all())
         return {
             "evaluation": evaluation.pk, "model": evaluation.candidate_model, "live_tools": evaluation.live_tools,
             "finished": evaluation.finished_at is not None, "figures": evaluation.figures,
-            "cases": [{name: getattr(case, name) for name in fields} for case in evaluation.cases.all()],
+            "cases": [{**{name: getattr(case, name) for name in fields}, "result": result_of(case).value}
+                      for case in rows],
         }
 
     def _summary(self, evaluation: Evaluation) -> None:
         f = evaluation.figures
         self.stdout.write(
             f"evaluation {evaluation.pk} of {evaluation.candidate_model}: {f['cases']} cases, "
-            f"agreement {_percent(f['agreement'])} with {f['accepted_cases']} accepted packets, "
+            f"agreement {_percent(f['agreement'])} ({f.get('agreed', 0)} of {f['accepted_cases']} accepted packets), "
+            f"{f.get('agreed_with_rejected', 0)} agreeing with a rejected packet, "
             f"draft rate {_percent(f['draft_rate'])}, handoff rate {_percent(f['handoff_rate'])}, "
-            f"cost per case {f['cost_micros_per_case']} µ$ (originals {f['original_cost_micros_per_case']} µ$), "
+            f"cost per case {_dollars(f['cost_micros_per_case'])}"
+            f" (originals {_dollars(f['original_cost_micros_per_case'])}), "
             f"{len(f['regressions'])} regressions"
             + (f" (original runs {', '.join(map(str, f['regressions']))})" if f["regressions"] else "")
         )
+
+
+def _dollars(micros: float | None) -> str:
+    return "—" if micros is None else dollars(round(micros))
 
 
 def _percent(share: float | None) -> str:

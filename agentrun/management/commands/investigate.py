@@ -8,7 +8,8 @@ from agentrun.config import ConfigError
 from agentrun.loop import run_advance
 from agentrun.selectors import run_report, ticket_active_run
 from agentrun.services import RunError, investigation_start, run_start
-from agentrun.timeline import stop_explanation
+from agentrun.headlines import run_headline
+from agentrun.timeline import packet_of, stop_explanation
 from tickets.models import CustomerSession, Ticket
 
 
@@ -47,20 +48,24 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         run = run_advance(run.pk)
         report = run_report(run_id=run.pk)
-        self.stdout.write(_json_dump(report) if json else render_packet(report))
+        if json:
+            self.stdout.write(_json_dump(report))
+            return
+        self.stdout.write(render_packet(report, headline=run_headline(run=run, packet=packet_of(run)).text))
 
 
 def _json_dump(report) -> str:
     return json.dumps(report)
 
 
-def render_packet(report: dict) -> str:
+def render_packet(report: dict, *, headline: str = "") -> str:
     packet = report["packet"] or {}
     status = report["status"]
     lines = [
         f"Review packet for {report['ticket']} (run {report['run']}, model {report['model']})",
         f"Stop reason: {status}" + (f" / {report['detail']}" if report["detail"] else ""),
-        f"  {stop_explanation(status, model_name=report['model'])}",
+        *([f"  {headline}"] if headline else []),
+        f"  {stop_explanation(status, report['detail'] or '', model_name=report['model'])}",
     ]
     if packet.get("stop_note"):
         lines.append(f"  Note: {packet['stop_note']}")
