@@ -179,6 +179,6 @@ def test_an_approval_after_the_deadline_is_refused_as_expired(client, supervisor
     response = client.post(f"/api/runs/{waiting_run}/approval", {"decision": "grant"},
                            content_type="application/json", **bearer(supervisor_user))
     _error(response, 409, "approval_expired")
-    run = Run.objects.get(pk=waiting_run)  # nothing written: the watchdog ends the run at its deadline
-    assert run.tool_attempts == 0 and run.status == "WAITING_APPROVAL"
-    assert Approval.objects.get(run=run).state == "pending"
+    run = Run.objects.get(pk=waiting_run)  # the answer is not recorded; the run ends at its deadline
+    assert run.tool_attempts == 0 and run.status == "DEADLINE"
+    assert Approval.objects.get(run=run).state == "expired" and Approval.objects.get(run=run).decided_by == ""

@@ -67,15 +67,18 @@ def test_the_webhook_gets_an_approval_waiting_event(ticket_t1001, roles, hook):
                                  "reason": "Job J-42 is marked sensitive: looking it up needs approval."}
 
 
-def test_an_expired_approval_is_refused_and_nothing_is_written(waiting, supervisor_user):
+def test_an_expired_approval_is_refused_and_the_run_ends_at_its_deadline(waiting, supervisor_user):
     _expire(waiting)
     with pytest.raises(Refused) as refused:
         do_answer_approval(user=supervisor_user, run_id=waiting.pk, grant=True)
     assert (refused.value.code, refused.value.status) == ("approval_expired", 409)
     assert "expired" in refused.value.message
-    approval = waiting.approvals.get()
-    assert (approval.state, approval.decided_by, approval.decided_at) == ("pending", "", None)
-    assert Run.objects.get(pk=waiting.pk).status == "WAITING_APPROVAL"
+    approval = waiting.approvals.get()  # the answer is not recorded
+    assert (approval.state, approval.decided_by, approval.decided_at) == ("expired", "", None)
+    assert Run.objects.get(pk=waiting.pk).status == "DEADLINE"
+    with pytest.raises(Refused) as again:  # and stays refused as expired
+        do_answer_approval(user=supervisor_user, run_id=waiting.pk, grant=False)
+    assert again.value.code == "approval_expired"
 
 
 def test_the_api_refuses_an_expired_approval(client, waiting, supervisor_user):
@@ -83,7 +86,8 @@ def test_the_api_refuses_an_expired_approval(client, waiting, supervisor_user):
     response = client.post(f"/api/runs/{waiting.pk}/approval", {"decision": "grant"},
                            content_type="application/json", **bearer(supervisor_user))
     assert response.status_code == 409 and response.json()["code"] == "approval_expired"
-    assert waiting.approvals.get().state == "pending"
+    assert (waiting.approvals.get().state, waiting.approvals.get().decided_by) == ("expired", "")
+    assert Run.objects.get(pk=waiting.pk).status == "DEADLINE"
 
 
 def test_an_approval_of_an_ended_run_is_refused(waiting, supervisor_user):
