@@ -54,6 +54,7 @@ from .staff import (
     do_cancel,
     do_packet_recheck,
     do_review,
+    may_cancel,
     require,
 )
 from .queue import packet_next_pending, packet_previous_pending, packet_to_review_after
@@ -199,7 +200,7 @@ class RunAdmin(ReadOnlyAdmin):
             "waiting": waiting_approval(run),
             "requested_by": getattr(getattr(run, "request", None), "requested_by", None),
             "active": run.is_active,
-            "can_cancel": run.is_active and can(request.user, "agentrun.cancel_run"),
+            "can_cancel": run.is_active and may_cancel(request.user, run),
             "can_approve": can(request.user, "agentrun.answer_approval"),
         }
         return TemplateResponse(request, "admin/agentrun/run/detail.html", context)

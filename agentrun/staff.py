@@ -195,9 +195,21 @@ def _run_for_key(user: User, key: str, ticket: Ticket) -> Run | None:
     return request.run
 
 
+def may_cancel(user: User, run: Run) -> bool:
+    """Supervisors cancel any run; whoever asked for a run (RunRequest.requested_by) may cancel that one."""
+    if can(user, "agentrun.cancel_run"):
+        return True
+    request = getattr(run, "request", None)
+    return bool(user.is_authenticated and user.is_active and request is not None
+                and request.requested_by_id == user.pk)
+
+
 def do_cancel(*, user: User, run_id: int) -> Run:
-    require(user, "agentrun.cancel_run")
-    if not access_run(user=user, run_id=run_id).is_active:
+    """Cancel a run: a supervisor any, other staff the runs they started."""
+    run = access_run(user=user, run_id=run_id)
+    if not may_cancel(user, run):
+        raise Refused("forbidden", f"Only {SUPERVISORS} may cancel runs that others started.", 403)
+    if not run.is_active:
         raise Refused("run_ended", f"Run {run_id} has already ended; there is nothing to cancel.", 409)
     run = run_cancel(run_id=run_id)
     return Run.objects.get(pk=run.pk)
