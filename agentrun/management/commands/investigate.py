@@ -8,6 +8,7 @@ from agentrun.config import ConfigError
 from agentrun.loop import run_advance
 from agentrun.selectors import run_report, ticket_active_run
 from agentrun.services import RunError, investigation_start, run_start
+from agentrun.watchdog import runs_expire_overdue
 from agentrun.timeline import stop_explanation
 from tickets.models import CustomerSession, Ticket
 
@@ -33,6 +34,7 @@ class Command(BaseCommand):
             acting = CustomerSession.objects.filter(ref=session).first()
             if acting is None:
                 raise CommandError(f"no customer session {session!r}")
+        runs_expire_overdue(ticket_id=found.pk)  # a run past its deadline no longer holds the ticket
         active = ticket_active_run(ticket=found)
         if active is not None:
             raise CommandError(f"run {active.pk} on {found.ref} is still {active.status}; wait for it to end"
