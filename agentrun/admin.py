@@ -463,8 +463,13 @@ def approvals_shown(run: Run):
 
 
 def waiting_approval(run: Run):
-    """The run's pending approval as staff see it (expired once the deadline passed), or None."""
-    shown = [w for w in approvals_shown(run) if w.approval.state == Approval.State.PENDING]
+    """The run's pending approval as staff see it (expired once the deadline passed), or None; or the
+    one nobody answered before the run ended at its deadline."""
+    def unanswered(approval: Approval) -> bool:
+        return approval.state == Approval.State.PENDING or (
+            run.status == Status.DEADLINE and approval.state == Approval.State.EXPIRED and not approval.decided_by)
+
+    shown = [w for w in approvals_shown(run) if unanswered(w.approval)]
     return shown[0] if shown else None
 
 

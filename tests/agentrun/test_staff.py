@@ -34,6 +34,8 @@ def test_opening_a_run_waiting_past_its_deadline_ends_it_at_its_deadline(overdue
     shown = client_for(staff_user).get(reverse(page, args=[overdue.pk])).content.decode()
     _ended_at_deadline(overdue)
     assert "Deadline reached" in shown and "Waiting for approval" not in shown
+    if page == "admin:agentrun_run_change":  # the call nobody answered is still shown, as expired
+        assert "this approval can no longer be given or refused. The run ended at its deadline." in shown
 
 
 def test_the_api_shows_a_run_past_its_deadline_as_deadline(client, overdue, staff_user):
