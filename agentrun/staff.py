@@ -217,8 +217,8 @@ def do_cancel(*, user: User, run_id: int) -> Run:
 
 def do_answer_approval(*, user: User, run_id: int, grant: bool, note: str = "") -> Run:
     """A supervisor's answer to the call a run waits on, used once. An approval whose run has ended,
-    or whose deadline has passed, is expired: the answer is refused and nothing is written.
-    A denial may say why (`note`). A run found past its deadline is ended first (DEADLINE)."""
+    or whose deadline has passed, is expired: the answer is refused and not recorded, and a run
+    still waiting past its deadline is ended (DEADLINE). A denial may say why (`note`)."""
     require(user, "agentrun.answer_approval")
     run = access_run(user=user, run_id=run_id)
     note = (note or "").strip()
@@ -233,7 +233,8 @@ def do_answer_approval(*, user: User, run_id: int, grant: bool, note: str = "") 
         run = approval_answer(run_id=run_id, grant=grant, decided_by=user.get_username(), note=note,
                               refuse_late=True)
     except RunError as exc:
-        if exc.code == "approval_expired":
+        if exc.code == "approval_expired":  # the deadline passed meanwhile
+            run_expire(run_id=run_id)
             raise _approval_expired(run_id) from None
         raise Refused(exc.code, str(exc), 409) from None
     return Run.objects.get(pk=run.pk)
