@@ -9,6 +9,7 @@ import json
 from datetime import datetime, time
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import Case, IntegerField, Value, When
 from django.http import HttpResponseRedirect
@@ -25,6 +26,7 @@ from .approvals import approval_shown
 from .auth import token_create
 from .adapters import BuiltInModel
 from .budgets import Budget, BudgetError, budget_limits
+from .checks import approval_time_check
 from .config import budget_defaults
 from .dashboard_views import refusal
 from .evaluation import evaluation_figures, result_of
@@ -60,6 +62,7 @@ from .staff import (
     do_packet_recheck,
     do_review,
     evaluation_models,
+    may_cancel,
     require,
 )
 from .queue import packet_next_pending, packet_previous_pending, packet_to_review_after
@@ -208,7 +211,7 @@ class RunAdmin(ReadOnlyAdmin):
             "waiting": waiting_approval(run),
             "requested_by": getattr(getattr(run, "request", None), "requested_by", None),
             "active": run.is_active,
-            "can_cancel": run.is_active and can(request.user, "agentrun.cancel_run"),
+            "can_cancel": run.is_active and may_cancel(request.user, run),
             "can_approve": can(request.user, "agentrun.answer_approval"),
         }
         return TemplateResponse(request, "admin/agentrun/run/detail.html", context)
@@ -483,8 +486,13 @@ def approvals_shown(run: Run):
 
 
 def waiting_approval(run: Run):
-    """The run's pending approval as staff see it (expired once the deadline passed), or None."""
-    shown = [w for w in approvals_shown(run) if w.approval.state == Approval.State.PENDING]
+    """The run's pending approval as staff see it (expired once the deadline passed), or None; or the
+    one nobody answered before the run ended at its deadline."""
+    def unanswered(approval: Approval) -> bool:
+        return approval.state == Approval.State.PENDING or (
+            run.status == Status.DEADLINE and approval.state == Approval.State.EXPIRED and not approval.decided_by)
+
+    shown = [w for w in approvals_shown(run) if unanswered(w.approval)]
     return shown[0] if shown else None
 
 
@@ -576,12 +584,24 @@ class ApiTokenAdmin(StaffSiteAdmin):
 
 
 class BudgetDefaultsForm(forms.ModelForm):
-    """One field per limit of Budget, described as Budget describes it; empty keeps the default."""
+    """One field per limit of Budget, described as Budget describes it, showing the value in force.
+
+    A value left as configuration gives it (AGENT_BUDGET_DEFAULTS over CONFORMANCE §2), or emptied,
+    is not stored as an override: it keeps following the configuration.
+    """
 
     class Meta:
         model = BudgetDefaults
         fields = BudgetDefaults.FIELDS
         help_texts = {name: bound.help for name, (_, bound) in budget_limits().items()}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.initial.update({name: value for name, value in _budget_in_force(self.instance).items()
+                             if name in BudgetDefaults.FIELDS})
+        self.fields["deadline_seconds"].help_text += (
+            " A run whose calls may need a supervisor's approval gets at least "
+            f"{settings.AGENT_APPROVAL_DEADLINE_SECONDS:g} s (AGENT_APPROVAL_DEADLINE_SECONDS).")
 
     def clean(self):
         cleaned = super().clean()
@@ -590,7 +610,27 @@ class BudgetDefaultsForm(forms.ModelForm):
             Budget.from_mapping(budget_defaults(edited))
         except BudgetError as exc:
             raise forms.ValidationError(str(exc)) from None
+        configured = _budget_configured()
+        for name, value in edited.items():
+            if value == configured.get(name):
+                cleaned[name] = None  # as configured: no override
         return cleaned
+
+
+def _budget_configured() -> dict:
+    """The budget configuration gives new runs, before supervisors' overrides."""
+    try:
+        return Budget.from_mapping(settings.AGENT_BUDGET_DEFAULTS).as_dict()
+    except BudgetError:
+        return Budget().as_dict()
+
+
+def _budget_in_force(row: BudgetDefaults) -> dict:
+    """The budget new runs start with under `row`'s overrides (configuration's, should they not fit)."""
+    try:
+        return Budget.from_mapping(budget_defaults(row.overrides())).as_dict()
+    except BudgetError:
+        return _budget_configured()
 
 
 @admin.register(BudgetDefaults)
@@ -623,6 +663,12 @@ class BudgetDefaultsAdmin(StaffSiteAdmin):
             return refusal(request, exc)
         row, _ = BudgetDefaults.objects.get_or_create(pk=1)
         return HttpResponseRedirect(reverse("admin:agentrun_budgetdefaults_change", args=[row.pk]))
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        if request.method == "GET":  # agentrun.W001 where the deadline is set
+            for warning in approval_time_check():
+                messages.warning(request, f"{warning.msg} {warning.hint}")
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def save_model(self, request, obj, form, change):
         obj.pk, obj.updated_by = 1, request.user.get_username()

@@ -339,7 +339,7 @@ def get_run(request, run_id: int = IdPath):
 
 @router.post("/runs/{run_id}/cancel", response={200: RunOut, ERRORS: ErrorOut})
 def cancel_run(request, run_id: int = IdPath):
-    """Cancel a run (supervisors). A run in the middle of an operation stops before its next one."""
+    """Cancel a run (supervisors, or whoever started it). A run in the middle of an operation stops before its next one."""
     do_cancel(user=request.auth, run_id=run_id)
     return run_out(access_run(user=request.auth, run_id=run_id))
 

@@ -6,23 +6,25 @@ from django.core.checks import Warning as CheckWarning
 from django.db import DatabaseError
 
 from .budgets import Budget
+from .config import approval_deadline
 
 APPROVAL_TOO_SHORT = "agentrun.W001"
 
 
 def approval_time_check(app_configs=None, **kwargs) -> list[CheckWarning]:
-    """Warn when calls may need approval while a new run's deadline is shorter than
-    AGENT_APPROVAL_MIN_SECONDS: the deadline keeps running while a call waits, so such a
-    run mostly ends at its deadline before anyone can answer."""
+    """Warn when calls may need approval while a new run that may wait for one gets less time before
+    its deadline than AGENT_APPROVAL_MIN_SECONDS: the deadline keeps running while a call waits, so
+    such a run mostly ends at its deadline before anyone can answer. The budget defaults page shows it too."""
     needing = _what_needs_approval()
-    deadline = _default_deadline()
+    deadline = approval_deadline(_default_deadline())
     if not needing or deadline >= settings.AGENT_APPROVAL_MIN_SECONDS:
         return []
     return [CheckWarning(
-        f"Calls need approval ({' and '.join(needing)}), but new runs have {deadline:g} s before their deadline, "
-        f"less than AGENT_APPROVAL_MIN_SECONDS ({settings.AGENT_APPROVAL_MIN_SECONDS} s).",
-        hint="Raise deadline_seconds (AGENT_BUDGET_DEFAULTS or the supervisors' budget defaults) so that a "
-             "supervisor has time to answer, or lower AGENT_APPROVAL_MIN_SECONDS.",
+        f"Calls need approval ({' and '.join(needing)}), but new runs that may wait for one have {deadline:g} s "
+        f"before their deadline, less than AGENT_APPROVAL_MIN_SECONDS ({settings.AGENT_APPROVAL_MIN_SECONDS} s).",
+        hint="Raise AGENT_APPROVAL_DEADLINE_SECONDS (or deadline_seconds, in AGENT_BUDGET_DEFAULTS or the "
+             "supervisors' budget defaults) so that a supervisor has time to answer, or lower "
+             "AGENT_APPROVAL_MIN_SECONDS.",
         id=APPROVAL_TOO_SHORT,
     )]
 

@@ -42,12 +42,22 @@ def budget_defaults(overrides: dict | None = None) -> dict:
     return {**settings.AGENT_BUDGET_DEFAULTS, **edited}
 
 
-def default_budget(model_name: str) -> Budget:
-    """The budget a new run of `model_name` starts with. An unusable or unpriced model fails closed."""
+def approval_deadline(deadline_seconds: float) -> float:
+    """The deadline of a new run that may need a supervisor's approval, given other runs' deadline:
+    never shorter, and at least AGENT_APPROVAL_DEADLINE_SECONDS, so that someone has time to answer."""
+    return max(deadline_seconds, float(settings.AGENT_APPROVAL_DEADLINE_SECONDS))
+
+
+def default_budget(model_name: str, *, approval_possible: bool = False) -> Budget:
+    """The budget a new run of `model_name` starts with; a run whose calls may wait for approval gets
+    the approval deadline. An unusable or unpriced model fails closed."""
     model_check(model_name)
     prices = model_prices(model_name)
     try:
-        budget = Budget.from_mapping(budget_defaults())
+        defaults = budget_defaults()
+        budget = Budget.from_mapping(defaults)
+        if approval_possible:
+            budget = Budget.from_mapping({**defaults, "deadline_seconds": approval_deadline(budget.deadline_seconds)})
     except ValueError as exc:
         raise ConfigError(f"budget defaults (AGENT_BUDGET_DEFAULTS and the supervisors' overrides): {exc}") from None
     if prices is None:

@@ -24,7 +24,7 @@ from .refusals import refusal_of_denial
 from .sql import run_locked
 from .steps import run_end
 from .tasks import enqueue_advance
-from .tools import TOOLS
+from .tools import TOOLS, session_may_need_approval
 
 
 class RunError(Exception):
@@ -62,7 +62,9 @@ def run_start(
     model_name = model_name or settings.AGENT_MODEL
     if model_name == BuiltInModel.REPLAY and model_script is None:
         raise ConfigError("the replay model only plays scenario files (run_scenario); use 'rules' or a provider model")
-    budget = budget or default_budget(model_name)
+    listed = sorted(set(require_approval) | set(settings.AGENT_REQUIRE_APPROVAL))
+    budget = budget or default_budget(
+        model_name, approval_possible=session_may_need_approval(session=session, listed=listed))
     counters = resume_from or {}
     now = timezone.now()
     run = Run(
@@ -72,7 +74,7 @@ def run_start(
         body=ticket.body,
         model_name=model_name,
         model_script=model_script,
-        require_approval=sorted(set(require_approval) | set(settings.AGENT_REQUIRE_APPROVAL)),
+        require_approval=listed,
         budget=budget.as_dict(),
         purpose=purpose,
         model_requests=counters.get("model_requests", 0),

@@ -1,6 +1,10 @@
 """What staff may do, checked. `access_*` reads one object if the user may see it;
 `do_*` checks the permission and calls the core service. The admin and the API
 go through here and nowhere else; they never write runs themselves.
+
+A run past its deadline is ended (agentrun.watchdog.run_expire, with its row
+lock and packet) before it is shown or acted on, so that a page never shows it
+waiting or running after its deadline, whether or not a watchdog runs.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from .roles import INTEGRATIONS, KNOWLEDGE_EDITORS, SUPERVISORS
 from .services import RunError, approval_answer, investigation_start, run_cancel
 from .statuses import Status
 from .selectors import ticket_active_run
+from .watchdog import run_expire, runs_expire_overdue
 
 log = logging.getLogger("agentrun")
 MAX_IDEMPOTENCY_KEY = 200
@@ -78,19 +83,33 @@ def can(user: User, perm: str) -> bool:
 
 
 def access_ticket(*, user: User, ref: str) -> Ticket:
+    """A ticket, its runs past their deadline ended first."""
     require(user, "tickets.view_ticket")
     ticket = Ticket.objects.select_related("session", "account").filter(ref=ref).first()
     if ticket is None:
         raise Refused("not_found", f"There is no ticket {ref}.", 404)
+    runs_expire_overdue(ticket_id=ticket.pk)
     return ticket
 
 
 def access_run(*, user: User, run_id: int) -> Run:
+    """A run as it stands; one past its deadline is ended first."""
     require(user, "agentrun.view_run")
-    run = Run.objects.select_related("ticket", "session", "packet", "request__requested_by").filter(pk=run_id).first()
+    run = _run_read(run_id)
     if run is None:
         raise Refused("not_found", f"There is no run {run_id}.", 404)
+    if run_overdue(run) and run_expire(run_id=run_id):
+        run = _run_read(run_id)
     return run
+
+
+def _run_read(run_id: int) -> Run | None:
+    return Run.objects.select_related("ticket", "session", "packet", "request__requested_by").filter(pk=run_id).first()
+
+
+def run_overdue(run: Run) -> bool:
+    """Still going after its deadline: what run_expire ends."""
+    return run.is_active and run.time_left() <= 0
 
 
 def access_packet(*, user: User, packet_id: int) -> ReviewPacket:
@@ -106,9 +125,11 @@ def access_approval(*, user: User, approval_id: int) -> Approval:
     """An approval, for a user who may see approvals and the runs they belong to."""
     require(user, "agentrun.view_approval")
     require(user, "agentrun.view_run")
-    approval = Approval.objects.filter(pk=approval_id).first()
+    approval = Approval.objects.select_related("run").filter(pk=approval_id).first()
     if approval is None:
         raise Refused("not_found", f"There is no approval {approval_id}.", 404)
+    if run_overdue(approval.run) and run_expire(run_id=approval.run_id):
+        approval = Approval.objects.select_related("run").get(pk=approval_id)
     return approval
 
 
@@ -129,6 +150,7 @@ def do_investigate(*, user: User, ticket: Ticket, via: str, idempotency_key: str
         earlier = _run_for_key(user, idempotency_key, ticket)
         if earlier is not None:
             return earlier, False
+    runs_expire_overdue(ticket_id=ticket.pk)  # a run past its deadline no longer holds the ticket
     active = ticket_active_run(ticket=ticket)
     if active is not None:
         raise Refused("run_active", f"Run {active.pk} on {ticket.ref} is still {active.status}; wait for it to end.", 409)
@@ -161,6 +183,7 @@ def investigate_new_ticket(*, ticket_id: int, requested_by: User | None) -> Run 
     run that cannot start leaves the ticket as it is, and says why in the log.
     """
     ticket = Ticket.objects.select_related("session").get(pk=ticket_id)
+    runs_expire_overdue(ticket_id=ticket.pk)
     if ticket_active_run(ticket=ticket) is not None:
         return None
     try:
@@ -179,9 +202,21 @@ def _run_for_key(user: User, key: str, ticket: Ticket) -> Run | None:
     return request.run
 
 
+def may_cancel(user: User, run: Run) -> bool:
+    """Supervisors cancel any run; whoever asked for a run (RunRequest.requested_by) may cancel that one."""
+    if can(user, "agentrun.cancel_run"):
+        return True
+    request = getattr(run, "request", None)
+    return bool(user.is_authenticated and user.is_active and request is not None
+                and request.requested_by_id == user.pk)
+
+
 def do_cancel(*, user: User, run_id: int) -> Run:
-    require(user, "agentrun.cancel_run")
-    if not access_run(user=user, run_id=run_id).is_active:
+    """Cancel a run: a supervisor any, other staff the runs they started."""
+    run = access_run(user=user, run_id=run_id)
+    if not may_cancel(user, run):
+        raise Refused("forbidden", f"Only {SUPERVISORS} may cancel runs that others started.", 403)
+    if not run.is_active:
         raise Refused("run_ended", f"Run {run_id} has already ended; there is nothing to cancel.", 409)
     run = run_cancel(run_id=run_id)
     return Run.objects.get(pk=run.pk)
@@ -189,13 +224,15 @@ def do_cancel(*, user: User, run_id: int) -> Run:
 
 def do_answer_approval(*, user: User, run_id: int, grant: bool, note: str = "") -> Run:
     """A supervisor's answer to the call a run waits on, used once. An approval whose run has ended,
-    or whose deadline has passed, is expired: the answer is refused and nothing is written.
-    A denial may say why (`note`)."""
+    or whose deadline has passed, is expired: the answer is refused and not recorded, and a run
+    still waiting past its deadline is ended (DEADLINE). A denial may say why (`note`)."""
     require(user, "agentrun.answer_approval")
     run = access_run(user=user, run_id=run_id)
     note = (note or "").strip()
     if len(note) > MAX_DENIAL_NOTE:
         raise Refused("note_too_long", f"The reason is longer than {MAX_DENIAL_NOTE} characters.", 422)
+    if run.status == Status.DEADLINE and run.approvals.filter(state=Approval.State.EXPIRED, decided_by="").exists():
+        raise _approval_expired(run_id)
     if run.status != Status.WAITING_APPROVAL:
         raise Refused("not_waiting", f"Run {run_id} is not waiting for an approval (it is {run.status}): "
                       "there is nothing to answer.", 409)
@@ -203,11 +240,16 @@ def do_answer_approval(*, user: User, run_id: int, grant: bool, note: str = "") 
         run = approval_answer(run_id=run_id, grant=grant, decided_by=user.get_username(), note=note,
                               refuse_late=True)
     except RunError as exc:
-        if exc.code == "approval_expired":
-            raise Refused(exc.code, f"This approval has expired: run {run_id}'s deadline passed before it was "
-                          "answered. Nothing was changed; the run ends at its deadline.", 409) from None
+        if exc.code == "approval_expired":  # the deadline passed meanwhile
+            run_expire(run_id=run_id)
+            raise _approval_expired(run_id) from None
         raise Refused(exc.code, str(exc), 409) from None
     return Run.objects.get(pk=run.pk)
+
+
+def _approval_expired(run_id: int) -> Refused:
+    return Refused("approval_expired", f"This approval has expired: run {run_id}'s deadline passed before it was "
+                   "answered. The answer was not recorded; the run ended at its deadline.", 409)
 
 
 def do_packet_recheck(*, user: User, packet: ReviewPacket) -> list[ItemCheck]:

@@ -14,9 +14,11 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist
 
+from tickets.models import CustomerSession
 from tickets.selectors import (
     Forbidden,
     SessionScope,
+    account_has_sensitive_jobs,
     documents_search,
     excerpt,
     job_get_for_session,
@@ -165,3 +167,16 @@ TOOLS: dict[str, Tool] = {
     ),
 }
 assert TOOLS.keys() == ARG_SCHEMAS.keys()
+
+
+def session_may_need_approval(*, session: CustomerSession, listed: list[str]) -> bool:
+    """Whether a run acting for `session` may have a call wait for a supervisor: a tool is listed as
+    needing approval, or the session may look up jobs and one of its account's may be sensitive (with
+    the http backend only the reply says so)."""
+    if listed:
+        return True
+    if not session.verified:
+        return False  # job lookups are refused before approval is considered
+    if settings.AGENT_JOB_STATUS_BACKEND == "http":
+        return True
+    return account_has_sensitive_jobs(account_id=session.account_id)

@@ -5,7 +5,10 @@ its worker is doing, and (b) hands runs whose lease expired (their worker
 died), and runs that no worker took up (their task was lost, or never sent
 because the broker was down when they were queued or granted), back to the
 queue. Celery beat runs a pass every AGENT_WATCHDOG_INTERVAL seconds;
-`manage.py watchdog --once` runs one.
+`manage.py watchdog --once` runs one; without a broker the web process runs
+them itself (agentrun.watchdog_thread). Staff surfaces also end the overdue
+runs they read or act on (`runs_expire_overdue`, `run_expire`) before
+showing them, so a run past its deadline never looks alive.
 
 A pass only writes: it returns the runs it handed back (`requeued`), and its
 caller, the `agentrun.watchdog` task, enqueues them (so this module needs
@@ -35,10 +38,8 @@ class WatchdogPass:
 
 
 def watchdog_pass() -> WatchdogPass:
+    expired = runs_expire_overdue()
     now = timezone.now()
-    overdue = Run.objects.filter(status__in=ACTIVE, deadline_at__lte=now).values_list("pk", flat=True)
-    expired = [run_id for run_id in overdue if run_expire(run_id=run_id)]
-    metrics.watchdog_acted(metrics.WatchdogAction.DEADLINE_END, len(expired))
     stale = now - timedelta(seconds=settings.AGENT_QUEUED_GRACE_SECONDS)
     unclaimed = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
     granted_untaken = Approval.objects.filter(run=OuterRef("pk"), state=Approval.State.GRANTED, decided_at__lt=stale)
@@ -55,6 +56,19 @@ def watchdog_pass() -> WatchdogPass:
             requeued.append(run_id)
     metrics.watchdog_acted(metrics.WatchdogAction.REQUEUE, len(requeued))
     return WatchdogPass(expired, requeued)
+
+
+def runs_expire_overdue(*, ticket_id: int | None = None) -> list[int]:
+    """End every active run past its deadline (only the ticket's, given `ticket_id`) with DEADLINE.
+
+    Returns the runs it ended; one the watchdog or a worker holds right now is left to them.
+    """
+    overdue = Run.objects.filter(status__in=ACTIVE, deadline_at__lte=timezone.now())
+    if ticket_id is not None:
+        overdue = overdue.filter(ticket_id=ticket_id)
+    expired = [run_id for run_id in overdue.values_list("pk", flat=True) if run_expire(run_id=run_id)]
+    metrics.watchdog_acted(metrics.WatchdogAction.DEADLINE_END, len(expired))
+    return expired
 
 
 def run_expire(*, run_id: int) -> bool:

@@ -311,6 +311,9 @@ AGENT_REQUIRE_APPROVAL: list[str] = env_list("AGENT_REQUIRE_APPROVAL", [])
 # A run's deadline keeps running while it waits for approval: a start-up warning (agentrun.W001)
 # when calls may need approval and new runs get less time than this to be answered.
 AGENT_APPROVAL_MIN_SECONDS = env_seconds("AGENT_APPROVAL_MIN_SECONDS", 600)
+# So a new run that may need approval gets at least this long before its deadline (other runs keep
+# deadline_seconds, 45 s by default: CONFORMANCE §2); 0 gives them no more than other runs.
+AGENT_APPROVAL_DEADLINE_SECONDS = env_seconds("AGENT_APPROVAL_DEADLINE_SECONDS", 900)
 # E-mail (Django's own settings): supervisors with an address hear of a call waiting for approval.
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")

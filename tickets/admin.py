@@ -15,6 +15,7 @@ from agentrun.models import ReviewPacket, Run, RunRequest
 from agentrun.dashboard_views import refusal
 from agentrun.staff import Refused, can, do_document_publish, do_investigate, require
 from agentrun.statuses import Status, stop_name
+from agentrun.watchdog import runs_expire_overdue
 from supportagent.adminkit import StaffSiteAdmin
 
 from .documents import BODY_MAX, CODE_MAX, CODE_PATTERN, Change, DocumentText
@@ -124,6 +125,7 @@ class TicketAdmin(StaffSiteAdmin):
         extra = dict(extra_context or {})
         ticket = Ticket.objects.filter(pk=object_id).first() if str(object_id).isdigit() else None
         if ticket is not None:
+            runs_expire_overdue(ticket_id=ticket.pk)  # its runs as they stand: none waiting past its deadline
             runs = ticket.runs.select_related("packet").order_by("-created_at", "-id")[:10]
             pending = ReviewPacket.objects.filter(run__ticket=ticket, review_state=ReviewPacket.ReviewState.PENDING)
             extra.update(runs=runs, can_investigate=can(request.user, "agentrun.start_investigation"),

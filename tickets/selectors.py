@@ -73,6 +73,11 @@ def _job_with_requester(*, job_ref: str, account_id: int) -> Job | None:
     return Job.objects.select_related("requested_by").filter(ref=job_ref, account_id=account_id).first()
 
 
+def account_has_sensitive_jobs(*, account_id: int) -> bool:
+    """Whether a lookup of one of the account's jobs may wait for a supervisor's approval."""
+    return Job.objects.filter(account_id=account_id, sensitive=True).exists()
+
+
 def account_code(*, account_id: int) -> str:
     """The account's code: how the operator's own services know it."""
     return Account.objects.values_list("code", flat=True).get(pk=account_id)

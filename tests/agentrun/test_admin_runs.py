@@ -2,7 +2,7 @@
 from django.urls import reverse
 
 from agentrun.models import Approval, Run
-from tests.support.staff import client_for, make_runs
+from tests.support.staff import client_for, make_runs, make_user
 from tickets.models import Job
 
 
@@ -54,13 +54,30 @@ def test_supervisor_cancels_a_queued_run_staff_cannot(staff_client, supervisor_c
     run = make_runs(1, endings=[("QUEUED", "")])[0]
     url = reverse("admin:agentrun_run_cancel", args=[run.pk])
     page = staff_client.post(url, follow=True).content.decode()
-    assert "Only Supervisors may cancel runs." in page
+    assert "Only Supervisors may cancel runs that others started." in page
     run.refresh_from_db()
     assert run.status == "QUEUED"
     page = supervisor_client.post(url, follow=True).content.decode()
     run.refresh_from_db()
     assert run.status == "CANCELLED" and f"Run {run.pk} cancelled." in page
     assert "Staff cancelled the run." in page
+
+
+def test_staff_cancel_a_run_they_started_and_no_one_else_s(staff_user, ticket_t1001):
+    Job.objects.filter(ref="J-42").update(sensitive=True)
+    starter = client_for(staff_user)
+    run = _investigate(starter, ticket_t1001)
+    assert run.status == "WAITING_APPROVAL"
+    other = client_for(make_user("stella", "Support staff"))
+    url = reverse("admin:agentrun_run_cancel", args=[run.pk])
+    assert 'id="cancel-run"' not in other.get(reverse("admin:agentrun_run_change", args=[run.pk])).content.decode()
+    page = other.post(url, follow=True).content.decode()
+    assert "Only Supervisors may cancel runs that others started." in page
+    assert Run.objects.get(pk=run.pk).status == "WAITING_APPROVAL"
+
+    assert 'id="cancel-run"' in starter.get(reverse("admin:agentrun_run_change", args=[run.pk])).content.decode()
+    page = starter.post(url, follow=True).content.decode()
+    assert Run.objects.get(pk=run.pk).status == "CANCELLED" and f"Run {run.pk} cancelled." in page
 
 
 def test_a_sensitive_job_lookup_waits_and_only_a_supervisor_can_approve_it(staff_user, supervisor_user, ticket_t1001):

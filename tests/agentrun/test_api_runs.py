@@ -4,7 +4,7 @@ import json
 import pytest
 
 from agentrun.models import Approval, Run
-from tests.support.staff import bearer, make_runs
+from tests.support.staff import bearer, make_runs, make_user
 from tickets.models import Job
 
 
@@ -87,6 +87,17 @@ def test_staff_may_not_cancel(client, staff_user, demo):
     before = _state()
     body = _error(client.post(f"/api/runs/{run.pk}/cancel", **bearer(staff_user)), 403, "forbidden")
     assert "Supervisors" in body["message"] and _state() == before
+
+
+def test_staff_cancel_through_the_api_the_run_they_started_only(client, staff_user, ticket_t1001):
+    Job.objects.filter(ref="J-42").update(sensitive=True)
+    run_id = client.post("/api/tickets/T-1001/investigations", **bearer(staff_user)).json()["id"]
+    assert Run.objects.get(pk=run_id).status == "WAITING_APPROVAL"
+    other = make_user("stella", "Support staff")
+    body = _error(client.post(f"/api/runs/{run_id}/cancel", **bearer(other)), 403, "forbidden")
+    assert "others started" in body["message"] and Run.objects.get(pk=run_id).status == "WAITING_APPROVAL"
+    response = client.post(f"/api/runs/{run_id}/cancel", **bearer(staff_user))
+    assert response.status_code == 200 and response.json()["status"] == "CANCELLED"
 
 
 def test_cancel_unknown_run_is_404(client, supervisor_user, demo):
@@ -179,6 +190,6 @@ def test_an_approval_after_the_deadline_is_refused_as_expired(client, supervisor
     response = client.post(f"/api/runs/{waiting_run}/approval", {"decision": "grant"},
                            content_type="application/json", **bearer(supervisor_user))
     _error(response, 409, "approval_expired")
-    run = Run.objects.get(pk=waiting_run)  # nothing written: the watchdog ends the run at its deadline
-    assert run.tool_attempts == 0 and run.status == "WAITING_APPROVAL"
-    assert Approval.objects.get(run=run).state == "pending"
+    run = Run.objects.get(pk=waiting_run)  # the answer is not recorded; the run ends at its deadline
+    assert run.tool_attempts == 0 and run.status == "DEADLINE"
+    assert Approval.objects.get(run=run).state == "expired" and Approval.objects.get(run=run).decided_by == ""

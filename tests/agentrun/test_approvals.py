@@ -67,15 +67,18 @@ def test_the_webhook_gets_an_approval_waiting_event(ticket_t1001, roles, hook):
                                  "reason": "Job J-42 is marked sensitive: looking it up needs approval."}
 
 
-def test_an_expired_approval_is_refused_and_nothing_is_written(waiting, supervisor_user):
+def test_an_expired_approval_is_refused_and_the_run_ends_at_its_deadline(waiting, supervisor_user):
     _expire(waiting)
     with pytest.raises(Refused) as refused:
         do_answer_approval(user=supervisor_user, run_id=waiting.pk, grant=True)
     assert (refused.value.code, refused.value.status) == ("approval_expired", 409)
     assert "expired" in refused.value.message
-    approval = waiting.approvals.get()
-    assert (approval.state, approval.decided_by, approval.decided_at) == ("pending", "", None)
-    assert Run.objects.get(pk=waiting.pk).status == "WAITING_APPROVAL"
+    approval = waiting.approvals.get()  # the answer is not recorded
+    assert (approval.state, approval.decided_by, approval.decided_at) == ("expired", "", None)
+    assert Run.objects.get(pk=waiting.pk).status == "DEADLINE"
+    with pytest.raises(Refused) as again:  # and stays refused as expired
+        do_answer_approval(user=supervisor_user, run_id=waiting.pk, grant=False)
+    assert again.value.code == "approval_expired"
 
 
 def test_the_api_refuses_an_expired_approval(client, waiting, supervisor_user):
@@ -83,7 +86,8 @@ def test_the_api_refuses_an_expired_approval(client, waiting, supervisor_user):
     response = client.post(f"/api/runs/{waiting.pk}/approval", {"decision": "grant"},
                            content_type="application/json", **bearer(supervisor_user))
     assert response.status_code == 409 and response.json()["code"] == "approval_expired"
-    assert waiting.approvals.get().state == "pending"
+    assert (waiting.approvals.get().state, waiting.approvals.get().decided_by) == ("expired", "")
+    assert Run.objects.get(pk=waiting.pk).status == "DEADLINE"
 
 
 def test_an_approval_of_an_ended_run_is_refused(waiting, supervisor_user):
@@ -111,7 +115,7 @@ def test_a_denial_keeps_its_reason_on_the_approval_and_the_packet(client, waitin
 
 def test_the_start_up_check_warns_when_approvals_get_too_little_time(demo, settings):
     settings.AGENT_REQUIRE_APPROVAL, settings.AGENT_APPROVAL_MIN_SECONDS = [], 600
-    settings.AGENT_BUDGET_DEFAULTS = {"deadline_seconds": 45}
+    settings.AGENT_BUDGET_DEFAULTS, settings.AGENT_APPROVAL_DEADLINE_SECONDS = {"deadline_seconds": 45}, 0
     Job.objects.update(sensitive=False)  # the demo's J-58 is sensitive
     assert approval_time_check() == []  # nothing needs approval
     Job.objects.filter(ref="J-42").update(sensitive=True)
@@ -120,10 +124,34 @@ def test_the_start_up_check_warns_when_approvals_get_too_little_time(demo, setti
     assert "jobs marked sensitive" in warning.msg and "45 s" in warning.msg
     settings.AGENT_BUDGET_DEFAULTS = {"deadline_seconds": 900}
     assert approval_time_check() == []
+    settings.AGENT_BUDGET_DEFAULTS, settings.AGENT_APPROVAL_DEADLINE_SECONDS = {}, 300
+    assert "300 s" in approval_time_check()[0].msg
+
+
+def test_the_project_s_own_defaults_pass_the_check(demo):
+    assert Job.objects.filter(sensitive=True).exists()  # the demo's J-58: calls may need approval
+    assert approval_time_check() == []
+
+
+def test_a_run_that_may_need_approval_gets_the_approval_deadline(demo, settings):
+    from agentrun.services import run_start
+    from tickets.models import CustomerSession, Ticket
+
+    t1001 = Ticket.objects.get(ref="T-1001")
+    assert run_start(ticket=t1001).get_budget().deadline_seconds == 900  # ACME has a sensitive job (J-58)
+    anonymous = CustomerSession.objects.get(ref="S-ACME-ANON")  # may not look jobs up at all
+    assert run_start(ticket=t1001, session=anonymous).get_budget().deadline_seconds == 45
+    Job.objects.update(sensitive=False)
+    assert run_start(ticket=t1001).get_budget().deadline_seconds == 45
+    settings.AGENT_REQUIRE_APPROVAL = ["search_docs"]
+    assert run_start(ticket=t1001, session=anonymous).get_budget().deadline_seconds == 900
+    settings.AGENT_BUDGET_DEFAULTS = {"deadline_seconds": 1200}  # never shorter than other runs'
+    assert run_start(ticket=t1001).get_budget().deadline_seconds == 1200
 
 
 def test_the_check_reads_the_setting(db, settings):
     settings.AGENT_REQUIRE_APPROVAL, settings.AGENT_APPROVAL_MIN_SECONDS = ["read_job_status"], 60
+    settings.AGENT_APPROVAL_DEADLINE_SECONDS = 0
     (warning,) = approval_time_check()
     assert "read_job_status" in warning.msg
     settings.AGENT_APPROVAL_MIN_SECONDS = 45

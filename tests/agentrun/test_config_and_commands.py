@@ -9,7 +9,7 @@ from django.core.management.base import CommandError
 
 from agentrun.models import Run
 from tests.support.commands import manage_check
-from tickets.models import Ticket
+from tickets.models import Job, Ticket
 
 
 def test_a_misspelt_tool_in_require_approval_stops_the_process():
@@ -53,6 +53,18 @@ def test_investigate_refuses_a_ticket_whose_run_is_still_going(demo_committed):
         with pytest.raises(CommandError, match="is still WAITING_APPROVAL"):
             call_command("investigate", "T-1001", *args, stdout=StringIO())
     assert Run.objects.filter(ticket=ticket).count() == 1
+
+
+def test_investigate_is_not_held_up_by_a_run_waiting_past_its_deadline(demo_committed):
+    ticket = Ticket.objects.get(ref="T-1001")
+    Job.objects.filter(ref="J-42").update(sensitive=True)
+    call_command("investigate", "T-1001", stdout=StringIO())
+    waiting = Run.objects.get(ticket=ticket)
+    assert waiting.status == "WAITING_APPROVAL"
+    Run.objects.filter(pk=waiting.pk).update(deadline_at=waiting.created_at)
+    call_command("investigate", "T-1001", stdout=StringIO())
+    assert Run.objects.filter(ticket=ticket).count() == 2
+    assert Run.objects.get(pk=waiting.pk).status == "DEADLINE"
 
 
 def test_the_replay_model_only_plays_scenario_files(demo_committed):

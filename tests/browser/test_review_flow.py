@@ -50,7 +50,8 @@ def test_a_waiting_approval_is_counted_and_an_expired_one_cannot_be_answered(pag
     expect(page.locator("#approvals")).to_contain_text("expired")
     expect(page.locator("#approvals-waiting")).to_have_count(0)
     shot("21-approval-expired")
-    assert Approval.objects.get(run=run).state == "pending" and Run.objects.get(pk=run.pk).status == "WAITING_APPROVAL"
+    expect(page.locator("#approval-expired")).to_contain_text("The run ended at its deadline.")
+    assert Approval.objects.get(run=run).state == "expired" and Run.objects.get(pk=run.pk).status == "DEADLINE"
 
 
 def test_a_denial_carries_its_reason_to_the_packet(page, live_server, login, shot, supervisor_user, ticket_t1001):

@@ -54,6 +54,18 @@ def test_check_deploy_is_clean_under_the_readmes_production_environment():
     assert "no issues" in done.stdout
 
 
+def test_check_deploy_is_clean_with_the_demo_data_seeded(tmp_path):
+    """The demo data has a sensitive job (calls may need approval): the defaults still pass agentrun.W001."""
+    env = _environment(**readme_production_environment(), SUPPORTAGENT_VAR_DIR=str(tmp_path))
+    del env["DATABASE_URL"]  # the README's host is an example: a database file of this test's own
+    for command in (("migrate", "--no-input", "-v0"), ("seed_demo",)):
+        done = _manage(*command, env=env)
+        assert done.returncode == 0 and "WARNING" not in done.stderr, done.stdout + done.stderr
+    done = _manage("check", "--deploy", "--fail-level", "WARNING", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no issues" in done.stdout
+
+
 def test_production_turns_on_secure_cookies_hsts_and_the_ssl_redirect():
     shown = _settings(DJANGO_DEBUG="false", DJANGO_SECRET_KEY=STRONG_KEY)
     assert shown == {"SESSION_COOKIE_SECURE": True, "CSRF_COOKIE_SECURE": True, "SECURE_SSL_REDIRECT": True,

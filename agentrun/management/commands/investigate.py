@@ -10,6 +10,7 @@ from agentrun.selectors import run_report, ticket_active_run
 from agentrun.services import RunError, investigation_start, run_start
 from agentrun.headlines import run_headline
 from agentrun.timeline import packet_of, stop_explanation
+from agentrun.watchdog import runs_expire_overdue
 from tickets.models import CustomerSession, Ticket
 
 
@@ -34,6 +35,7 @@ class Command(BaseCommand):
             acting = CustomerSession.objects.filter(ref=session).first()
             if acting is None:
                 raise CommandError(f"no customer session {session!r}")
+        runs_expire_overdue(ticket_id=found.pk)  # a run past its deadline no longer holds the ticket
         active = ticket_active_run(ticket=found)
         if active is not None:
             raise CommandError(f"run {active.pk} on {found.ref} is still {active.status}; wait for it to end"
