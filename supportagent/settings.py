@@ -14,6 +14,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from supportagent.lines import line_break_in
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("SUPPORTAGENT_VAR_DIR", BASE_DIR / "var"))
 
@@ -372,7 +374,7 @@ def env_header(name: str) -> tuple[str, str] | None:
     header, sep, value = raw.partition(":")
     if not sep or not header.strip() or not value.strip() or any(c in header for c in " \t\r\n"):
         raise ImproperlyConfigured(f'{name} must look like "Authorization: Bearer TOKEN" (its value is not shown)')
-    if any(c in value for c in "\r\n"):
+    if line_break_in(value):
         raise ImproperlyConfigured(f"{name} must be one line (its value is not shown)")
     return header.strip(), value.strip()
 
