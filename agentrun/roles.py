@@ -34,6 +34,7 @@ ROLES: dict[str, list[str]] = {
         "agentrun.change_budget_defaults", "tickets.change_job",
         "agentrun.view_webhookdelivery", "agentrun.view_webhookattempt",
         "agentrun.view_evaluation", "agentrun.view_evaluationcase",
+        "axes.view_accessattempt", "axes.delete_accessattempt",  # unlock a login: delete its access attempts
     ],
     INTEGRATIONS: ["tickets.add_ticket", "tickets.change_ticket", "tickets.add_document", "tickets.change_document"],
 }

@@ -1,6 +1,8 @@
 """What every admin in the project shares."""
 from __future__ import annotations
 
+from axes.handlers.proxy import AxesProxyHandler
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.admin.exceptions import DisallowedModelAdminLookup
 from django.contrib.admin.options import IncorrectLookupParameters
@@ -78,3 +80,21 @@ def admin_site_harden(site: admin.AdminSite) -> None:
             cls = type(model_admin)
             site.unregister(model)
             site.register(model, type(cls.__name__, (StaffSiteAdmin, cls), {"__module__": __name__}))
+
+
+# A failed login shows how many tries are left from this many failures on.
+TRIES_LEFT_SHOWN_AFTER = 3
+
+
+def admin_login(request):
+    """The admin's login page; after the third failed try in a row it also says how many are left
+    before django-axes refuses logins as that user from this address (README: Admin hardening)."""
+    response = admin.site.login(request)
+    if request.method != "POST" or getattr(response, "context_data", None) is None:
+        return response
+    username = request.POST.get("username", "")
+    failures = AxesProxyHandler.get_failures(request, {"username": username})
+    left = settings.AXES_FAILURE_LIMIT - failures
+    if failures >= TRIES_LEFT_SHOWN_AFTER and left > 0:
+        response.context_data.update(tries_left=left, tries_username=username, cooloff=settings.AXES_COOLOFF_TIME)
+    return response
