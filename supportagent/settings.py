@@ -74,13 +74,21 @@ def env_seconds(name: str, default: int) -> int:
     return env_int(name, default, minimum=0, what="a whole number of seconds")
 
 
+def repetitive(key: str) -> bool:
+    """Whether `key` repeats itself: fewer than three quarters of its three-character runs are distinct.
+    A random key repeats almost none (a 64-digit hex key neither); `"abcde" * 10` has 5 of 48."""
+    runs = [key[i:i + 3] for i in range(len(key) - 2)]
+    return len(set(runs)) < 0.75 * len(runs)
+
+
 def strong_secret_key(name: str) -> str:
-    """The secret key from `name`, refused unless it is as strong as Django's deploy check asks
-    (at least 50 characters, at least 5 distinct ones, not one of Django's generated insecure keys)."""
+    """The secret key from `name`, refused unless it is at least as strong as Django's deploy check asks
+    (at least 50 characters, at least 5 distinct ones, not one of Django's generated insecure keys)
+    and does not repeat itself."""
     key = env_str(name)
     if not key:
         raise ImproperlyConfigured(f"{name} must be set when DJANGO_DEBUG is off")
-    if len(key) < 50 or len(set(key)) < 5 or key.startswith("django-insecure-"):
+    if len(key) < 50 or len(set(key)) < 5 or key.startswith("django-insecure-") or repetitive(key):
         raise ImproperlyConfigured(
             f"{name} is too weak: use at least 50 random characters, e.g. "
             "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
