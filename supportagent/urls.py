@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.urls import path
-from django.views.generic import RedirectView
+from django.views.decorators.cache import cache_control
+from django.views.generic import RedirectView, TemplateView
 
 from agentrun.dashboard_views import dashboard_csv, dashboard_view
 
@@ -14,4 +15,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api_urls()),
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    # The staff pages' icon (a speech bubble in the admin's blue); browsers that ask for /favicon.ico get it too.
+    path("favicon.svg", cache_control(max_age=86400, public=True)(
+        TemplateView.as_view(template_name="favicon.svg", content_type="image/svg+xml")), name="favicon"),
+    path("favicon.ico", RedirectView.as_view(pattern_name="favicon", permanent=True)),
 ]
