@@ -171,11 +171,12 @@ def ticket_create(*, ticket: Ticket) -> Ticket:
 
 
 def _staff_ref_next() -> str:
-    refs = (Ticket.objects.filter(ref__startswith=STAFF_REF_PREFIX).annotate(width=Length("ref"))
-            .order_by("-width", "-ref").values_list("ref", flat=True))
-    numbers = (ref[len(STAFF_REF_PREFIX):] for ref in refs.iterator())
-    highest = next((int(n) for n in numbers if n.isascii() and n.isdigit()), STAFF_REF_FIRST - 1)
-    return f"{STAFF_REF_PREFIX}{highest + 1}"
+    """The highest `T-<number>` is the longest, then the greatest; other refs (`T-12a`, an evaluation's
+    `T-1001~eval~…`) do not count."""
+    highest = (Ticket.objects.filter(ref__regex=rf"^{STAFF_REF_PREFIX}[1-9][0-9]*$").annotate(width=Length("ref"))
+               .order_by("-width", "-ref").values_list("ref", flat=True).first())
+    number = int(highest.removeprefix(STAFF_REF_PREFIX)) if highest else STAFF_REF_FIRST - 1
+    return f"{STAFF_REF_PREFIX}{number + 1}"
 
 
 def _investigate_on_commit(ticket: Ticket, requested_by: User | None) -> None:
