@@ -157,6 +157,7 @@ class RunAdmin(ReadOnlyAdmin):
                     "packet_state")
     list_display_links = ("id",)
     list_filter = ("status", "detail", "model_name", "created_at", PurposeFilter)
+    linked_lookups = ("status__in",)  # the dashboard's outcome links (dashboard.runs_url)
     list_select_related = ("ticket", "packet")
     search_fields = ("ticket__ref",)
     list_per_page = 50

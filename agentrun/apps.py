@@ -10,10 +10,11 @@ class AgentrunConfig(AppConfig):
     def ready(self) -> None:
         from django.core import checks
 
-        from .checks import approval_time_check
+        from .checks import approval_time_check, signing_secret_check
         from .tools import TOOLS
 
         checks.register(approval_time_check)
+        checks.register(signing_secret_check, checks.Tags.security, deploy=True)
 
         # A misspelt tool here would quietly switch its approval gate off: refuse to start instead.
         unknown = sorted(set(settings.AGENT_REQUIRE_APPROVAL) - TOOLS.keys())

@@ -1,7 +1,8 @@
-"""Start-up checks: settings that run but leave people too little time."""
+"""Start-up checks: settings that run but are unsafe, or leave people too little time."""
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.checks import Error as CheckError
 from django.core.checks import Warning as CheckWarning
 from django.db import DatabaseError
 
@@ -9,6 +10,20 @@ from .budgets import Budget
 from .config import approval_deadline
 
 APPROVAL_TOO_SHORT = "agentrun.W001"
+SIGNING_SECRET_TOO_SHORT = "agentrun.E001"
+SIGNING_SECRET_MIN_CHARS = 24  # as AGENT_METRICS_TOKEN: an HMAC key that can be guessed signs anything
+SIGNING_SECRETS = ("INTAKE_ZENDESK_SECRET", "AGENT_PACKET_WEBHOOK_SECRET")
+
+
+def signing_secret_check(app_configs=None, **kwargs) -> list[CheckError]:
+    """`check --deploy`: each HMAC signing secret that is set has at least SIGNING_SECRET_MIN_CHARS
+    characters (its value is never shown)."""
+    return [CheckError(
+        f"{name} is shorter than {SIGNING_SECRET_MIN_CHARS} characters: whoever guesses it can sign requests.",
+        hint="Use a random secret, e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))', "
+             "and set the same one at the other end.",
+        id=SIGNING_SECRET_TOO_SHORT,
+    ) for name in SIGNING_SECRETS if 0 < len(getattr(settings, name, "")) < SIGNING_SECRET_MIN_CHARS]
 
 
 def approval_time_check(app_configs=None, **kwargs) -> list[CheckWarning]:

@@ -26,9 +26,14 @@ from .statuses import Status, stop_name
 NONE_YET = "—"  # a rate of nothing (no ended run, no reviewed packet) is not 0 %
 
 
+# A refusal page's title by its status; any other status is a request refused as it stands.
+REFUSAL_TITLES = {403: "Not allowed", 404: "Not found", 409: "Not possible now"}
+
+
 def refusal(request, exc: Refused) -> TemplateResponse:
-    """A clear refusal page inside the admin."""
-    context = {**admin.site.each_context(request), "title": "Not allowed", "message": exc.message, "code": exc.code}
+    """A clear refusal page inside the admin, titled for what happened (a missing packet is not "Not allowed")."""
+    title = REFUSAL_TITLES.get(exc.status, "Request refused")
+    context = {**admin.site.each_context(request), "title": title, "message": exc.message, "code": exc.code}
     return TemplateResponse(request, "admin/agentrun/refused.html", context, status=exc.status)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import secrets
 
 from django.contrib.auth.models import Group, Permission, User
+from django.contrib.auth.password_validation import validate_password
 from django.db import transaction
 
 SUPPORT_STAFF = "Support staff"
@@ -35,6 +36,7 @@ ROLES: dict[str, list[str]] = {
         "agentrun.change_budget_defaults", "tickets.change_job",
         "agentrun.view_webhookdelivery", "agentrun.view_webhookattempt",
         "agentrun.view_evaluation", "agentrun.view_evaluationcase", "agentrun.add_evaluation",
+        "axes.view_accessattempt", "axes.delete_accessattempt",  # unlock a login: delete its access attempts
     ],
     KNOWLEDGE_EDITORS: ["tickets.view_document", "tickets.add_document", "tickets.change_document",
                         "tickets.view_documentrevision"],
@@ -62,12 +64,15 @@ def roles_setup() -> dict[str, Group]:
 
 @transaction.atomic
 def demo_users_setup(*, password: str | None = None) -> tuple[str, list[User]]:
-    """Users `staff` and `supervisor` (admin access, one role each) with `password`, or a random one."""
-    password = password or secrets.token_urlsafe(12)
+    """Users `staff` and `supervisor` (admin access, one role each) with `password`, or a random one.
+
+    A given password must pass the password validators (ValidationError otherwise, nothing kept)."""
+    password = password or secrets.token_urlsafe(16)
     groups = roles_setup()
     users = []
     for username, role in DEMO_USERS.items():
         user, _ = User.objects.get_or_create(username=username)
+        validate_password(password, user)
         user.is_staff, user.is_active = True, True
         user.set_password(password)
         user.save()

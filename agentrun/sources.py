@@ -8,6 +8,7 @@ whoever reads it; the reviewer should know before trusting the evidence it backs
 from __future__ import annotations
 
 import re
+import unicodedata
 
 ELLIPSIS = "…"
 
@@ -21,6 +22,9 @@ _INJECTION_PATTERNS = [
     r"\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+|the\s+|your\s+|of\s+your\s+)*"
     r"(?:previous\s+|prior\s+|above\s+|earlier\s+|existing\s+|system\s+|original\s+)?"
     r"(?:instructions?|rules|prompts?|guidelines|guidance|directions|constraints)\b",
+    # "disregard everything above", "ignore all of the above", "forget anything said before"
+    r"\b(?:ignore|disregard|forget)\s+(?:all|everything|anything)\s+(?:of\s+the\s+|that\s+(?:is|was)\s+|"
+    r"(?:said|written|stated)\s+)?(?:above|before|previously|earlier|so\s+far)\b(?!\s*\d)",  # not "above 10 GB"
     r"\byou are now\b",
     r"\bnew instructions\s*:",
     # chat role markers and prompt delimiters
@@ -33,11 +37,32 @@ _INJECTION = re.compile("|".join(f"(?:{p})" for p in _INJECTION_PATTERNS), re.IG
 
 
 def suspected_injection(text: str) -> str | None:
-    """The first phrase of `text` that addresses an agent, as written; None when there is none."""
-    match = _INJECTION.search(text or "")
+    """The first phrase of `text` that addresses an agent, as written; None when there is none.
+
+    The patterns run on the text as a model reads it (`normalized`): a phrase disguised with
+    zero-width characters, bidi controls or fullwidth letters is flagged too.
+    """
+    folded, origin = normalized(text or "")
+    match = _INJECTION.search(folded)
     if match is None:
         return None
-    return " ".join(match.group(0).split()).lstrip(".!?] ")  # a role marker's match starts at the sentence before
+    written = (text or "")[origin[match.start()]: origin[match.end() - 1] + 1]
+    return " ".join(written.split()).lstrip(".!?] ")  # a role marker's match starts at the sentence before
+
+
+def normalized(text: str) -> tuple[str, list[int]]:
+    """`text` with each character in NFKC form (fullwidth `Ｓ` and `：` become `S` and `:`) and the
+    invisible format characters (Unicode category Cf: zero-width spaces and joiners, bidi controls,
+    soft hyphens) removed; and for each character of the result, the index it came from in `text`."""
+    chars: list[str] = []
+    origin: list[int] = []
+    for index, char in enumerate(text):
+        if unicodedata.category(char) == "Cf":
+            continue
+        folded = unicodedata.normalize("NFKC", char)
+        chars.append(folded)
+        origin.extend([index] * len(folded))
+    return "".join(chars), origin
 
 
 _SENTENCE_END = re.compile(r"[.!?][)\"'”’]?\s")

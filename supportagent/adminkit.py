@@ -1,31 +1,66 @@
 """What every admin in the project shares."""
 from __future__ import annotations
 
+from axes.handlers.proxy import AxesProxyHandler
+from django.conf import settings
 from django.contrib import admin
+from django.contrib.admin.exceptions import DisallowedModelAdminLookup
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
+
+
+class OfferedLookupsChangeList(ChangeList):
+    """A list filtered only by what its page offers: its filters' own parameters, its date
+    hierarchy, and the lookups its admin names in `linked_lookups` (links from other pages).
+
+    Any other field lookup in the query string (`?subject__regex=(`, `?status__regex=*`) is
+    refused before a query runs: a regular expression the database cannot compile is a 500,
+    and one that backtracks (`^(a+)+$`) burns the CPU of an SQLite process.
+    """
+
+    def get_filters(self, request):
+        filter_specs, has_filters, remaining, may_have_duplicates, has_active = super().get_filters(request)
+        unoffered = set(remaining) - set(self.model_admin.linked_lookups) - self._date_hierarchy_bounds()
+        if unoffered:
+            raise IncorrectLookupParameters(f"Filtering by {', '.join(sorted(unoffered))} is not offered.")
+        return filter_specs, has_filters, remaining, may_have_duplicates, has_active
+
+    def _date_hierarchy_bounds(self) -> set[str]:
+        """The bounds Django turns the date hierarchy's year, month and day into (never taken as written)."""
+        field = self.date_hierarchy
+        if not field or f"{field}__year" not in self.filter_params:
+            return set()
+        bounds = {f"{field}__gte", f"{field}__lt"}
+        return set() if bounds & set(self.filter_params) else bounds
 
 
 class StaffSiteAdmin(admin.ModelAdmin):
     """Django's ModelAdmin, with two of its answers made safe.
 
-    A list answers a lookup it cannot run as the admin answers any other wrong
-    lookup (`?e=1`). The admin lets a query string filter a list by any of the
-    model's own fields, and some values fail only once the query runs: a year
-    outside 1-9999 (`?created_at__year=0`) raises ValueError or OverflowError in
-    Django's date bounds, and PostgreSQL refuses text with a NUL character.
+    A list accepts only the lookups its page offers (OfferedLookupsChangeList) and
+    answers any other, or one it cannot run, as the admin answers a wrong lookup
+    (`?e=1`). Some offered values fail only once the query runs: a year outside
+    1-9999 raises ValueError or OverflowError in Django's date bounds, and
+    PostgreSQL refuses text with a NUL character.
 
     An object's history checks permission before it looks the object up, so that
     a user who may not see the model gets the same 403 whether the object exists
     or not (Django looks first, and says "doesn't exist" for a missing one).
     """
 
+    # Lookups other pages link to that no filter of the list offers (e.g. `status__in`).
+    linked_lookups: tuple[str, ...] = ()
+
+    def get_changelist(self, request, **kwargs):
+        return OfferedLookupsChangeList
+
     def get_changelist_instance(self, request):
         if any("\x00" in value for _, values in request.GET.lists() for value in values):
             raise IncorrectLookupParameters("A NUL character in the query string.")
         try:
             return super().get_changelist_instance(request)
-        except (ValueError, OverflowError) as exc:
+        except (ValueError, OverflowError, DisallowedModelAdminLookup) as exc:
             raise IncorrectLookupParameters(exc) from exc
 
     def history_view(self, request, object_id, extra_context=None):
@@ -45,3 +80,21 @@ def admin_site_harden(site: admin.AdminSite) -> None:
             cls = type(model_admin)
             site.unregister(model)
             site.register(model, type(cls.__name__, (StaffSiteAdmin, cls), {"__module__": __name__}))
+
+
+# A failed login shows how many tries are left from this many failures on.
+TRIES_LEFT_SHOWN_AFTER = 3
+
+
+def admin_login(request):
+    """The admin's login page; after the third failed try in a row it also says how many are left
+    before django-axes refuses logins as that user from this address (README: Admin hardening)."""
+    response = admin.site.login(request)
+    if request.method != "POST" or getattr(response, "context_data", None) is None:
+        return response
+    username = request.POST.get("username", "")
+    failures = AxesProxyHandler.get_failures(request, {"username": username})
+    left = settings.AXES_FAILURE_LIMIT - failures
+    if failures >= TRIES_LEFT_SHOWN_AFTER and left > 0:
+        response.context_data.update(tries_left=left, tries_username=username, cooloff=settings.AXES_COOLOFF_TIME)
+    return response

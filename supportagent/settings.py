@@ -14,6 +14,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from supportagent.lines import line_break_in
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("SUPPORTAGENT_VAR_DIR", BASE_DIR / "var"))
 
@@ -72,13 +74,21 @@ def env_seconds(name: str, default: int) -> int:
     return env_int(name, default, minimum=0, what="a whole number of seconds")
 
 
+def repetitive(key: str) -> bool:
+    """Whether `key` repeats itself: fewer than three quarters of its three-character runs are distinct.
+    A random key repeats almost none (a 64-digit hex key neither); `"abcde" * 10` has 5 of 48."""
+    runs = [key[i:i + 3] for i in range(len(key) - 2)]
+    return len(set(runs)) < 0.75 * len(runs)
+
+
 def strong_secret_key(name: str) -> str:
-    """The secret key from `name`, refused unless it is as strong as Django's deploy check asks
-    (at least 50 characters, at least 5 distinct ones, not one of Django's generated insecure keys)."""
+    """The secret key from `name`, refused unless it is at least as strong as Django's deploy check asks
+    (at least 50 characters, at least 5 distinct ones, not one of Django's generated insecure keys)
+    and does not repeat itself."""
     key = env_str(name)
     if not key:
         raise ImproperlyConfigured(f"{name} must be set when DJANGO_DEBUG is off")
-    if len(key) < 50 or len(set(key)) < 5 or key.startswith("django-insecure-"):
+    if len(key) < 50 or len(set(key)) < 5 or key.startswith("django-insecure-") or repetitive(key):
         raise ImproperlyConfigured(
             f"{name} is too weak: use at least 50 random characters, e.g. "
             "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
@@ -203,8 +213,12 @@ AXES_LOCKOUT_PARAMETERS = {
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "admin/locked_out.html"
 
+# Django's four: not like the username or e-mail, at least 12 characters, not a common password, not all digits.
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LANGUAGE_CODE = "en-us"
 FORMAT_MODULE_PATH = ["supportagent.formats"]  # one date-and-time format, labelled with its zone
@@ -375,7 +389,7 @@ def env_header(name: str) -> tuple[str, str] | None:
     header, sep, value = raw.partition(":")
     if not sep or not header.strip() or not value.strip() or any(c in header for c in " \t\r\n"):
         raise ImproperlyConfigured(f'{name} must look like "Authorization: Bearer TOKEN" (its value is not shown)')
-    if any(c in value for c in "\r\n"):
+    if line_break_in(value):
         raise ImproperlyConfigured(f"{name} must be one line (its value is not shown)")
     return header.strip(), value.strip()
 

@@ -33,6 +33,7 @@ from .models import (
 )
 from .selectors import document_current
 from .services import PublishOutcome
+from .services import ticket_create
 
 
 def _progress_url(run_id: int) -> str:
@@ -64,11 +65,13 @@ class PendingPacketFilter(admin.SimpleListFilter):
 
 
 class TicketForm(forms.ModelForm):
-    """A ticket acts for its customer's session: the session must belong to the ticket's account."""
+    """What staff write on a ticket; the ticket acts for its customer's session, which must belong to
+    the ticket's account. The ref, source and external id are the system's (shown, never typed), and
+    `evaluation_copy` and `evidence_count` are internal: they are on no form."""
 
     class Meta:
         model = Ticket
-        fields = "__all__"
+        fields = ("account", "session", "subject", "body")
 
     def clean(self):
         cleaned = super().clean()
@@ -86,7 +89,7 @@ class TicketAdmin(StaffSiteAdmin):
     list_select_related = ("account",)
     list_filter = ("account", LatestRunFilter, PendingPacketFilter)
     search_fields = ("ref", "subject", "body", "session__user__email")
-    readonly_fields = ("evidence_count",)
+    readonly_fields = ("ref", "source", "external_id")
     actions = ["investigate_selected"]
     change_form_template = "admin/tickets/ticket/change_form.html"
 
@@ -113,6 +116,19 @@ class TicketAdmin(StaffSiteAdmin):
             return "—"
         return format_html('<a href="{}">{}</a>', reverse("admin:agentrun_reviewpacket_change",
                                                           args=[ticket.latest_packet_id]), ticket.latest_packet_state)
+
+    def get_fields(self, request, obj=None):
+        """A new ticket gets its ref on save (tickets.services.ticket_create); an existing one shows it."""
+        return TicketForm.Meta.fields if obj is None else ("ref", "source", "external_id", *TicketForm.Meta.fields)
+
+    def get_readonly_fields(self, request, obj=None):
+        return () if obj is None else self.readonly_fields
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            super().save_model(request, obj, form, change)
+        else:
+            ticket_create(ticket=obj)
 
     def has_investigate_permission(self, request):
         return can(request.user, "agentrun.start_investigation")

@@ -10,6 +10,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from supportagent.lines import single_line_check
+
 from .models import Document
 
 CODE_MAX = Document._meta.get_field("code").max_length
@@ -44,10 +46,7 @@ class DocumentText(BaseModel):
     @field_validator("title")
     @classmethod
     def _title(cls, value: str) -> str:
-        value = _clean(value, "title")
-        if "\n" in value or "\r" in value:
-            raise ValueError("the title is more than one line")
-        return value
+        return single_line_check(_clean(value, "title"), "title")
 
     @field_validator("body")
     @classmethod

@@ -10,6 +10,8 @@ from django.core.validators import validate_email
 from django.db.models import TextChoices
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from supportagent.lines import single_line_check
+
 NO_NUL = r"^[^\x00]*$"
 SOURCE = r"^[a-z0-9][a-z0-9-]{0,31}$"  # Ticket.source: a short slug
 EXTERNAL_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"  # Ticket.external_id
@@ -67,6 +69,11 @@ class TicketIn(_Strict):
     body: str = Field(..., min_length=1, max_length=MAX_BODY_CHARS, pattern=NO_NUL)
     account: str = Field(..., min_length=1, max_length=32, pattern=NO_NUL, description="The account's code.")
     session: SessionIn
+
+    @field_validator("subject")
+    @classmethod
+    def _subject(cls, value: str) -> str:
+        return single_line_check(value, "subject")
 
 
 def ref_candidates(*, source: str, external_id: str) -> list[str]:

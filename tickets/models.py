@@ -2,6 +2,8 @@
 from django.contrib.postgres.search import SearchVectorField
 from django.db import IntegrityError, models
 
+from supportagent.lines import validate_single_line
+
 
 class Account(models.Model):
     code = models.CharField(max_length=32, unique=True)
@@ -54,7 +56,7 @@ class Ticket(models.Model):
     external_id = models.CharField(max_length=64, blank=True, default="", help_text="The ticket's id in its help desk.")
     account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="tickets")
     session = models.ForeignKey(CustomerSession, on_delete=models.PROTECT, related_name="tickets")
-    subject = models.CharField(max_length=300)
+    subject = models.CharField(max_length=300, validators=[validate_single_line])
     body = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True)
     evaluation_copy = models.BooleanField(
@@ -107,7 +109,7 @@ class Evidence(models.Model):
 
 class Document(models.Model):
     code = models.CharField(max_length=64, unique=True)
-    title = models.CharField(max_length=300)
+    title = models.CharField(max_length=300, validators=[validate_single_line])
     public = models.BooleanField(default=True)
     origin = models.CharField(
         max_length=1000, blank=True, default="",
@@ -199,7 +201,7 @@ class Service(models.Model):
 class Incident(models.Model):
     service = models.ForeignKey(Service, on_delete=models.CASCADE, related_name="incidents")
     ref = models.CharField(max_length=32, unique=True)
-    title = models.CharField(max_length=300)
+    title = models.CharField(max_length=300, validators=[validate_single_line])
     status = models.CharField(max_length=16)
     started_at = models.DateTimeField()
     resolved_at = models.DateTimeField(null=True, blank=True)

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import Max
+from django.db.models.functions import Length
 from django.utils import timezone
 
 from .documents import Change, Current, DocumentIn, publish_change
@@ -144,6 +145,38 @@ def _ticket_create(data: TicketIn, account: Account, session: CustomerSession) -
     ref = next(c for c in candidates if c not in taken)
     return Ticket.objects.create(ref=ref, source=data.source, external_id=data.external_id, account=account,
                                  session=session, subject=data.subject, body=data.body)
+
+
+STAFF_REF_PREFIX = "T-"  # tickets staff add in the admin: T-1001, T-1002, …
+STAFF_REF_FIRST = 1001
+
+
+def ticket_create(*, ticket: Ticket) -> Ticket:
+    """Save a new ticket staff made (the admin's form) under the next free ref, `T-<number>`.
+
+    The number is one above the highest taken. Two tickets saved at once may pick the same
+    one; the unique ref refuses the second, which takes the next (a savepoint per try).
+    """
+    tries = 5
+    while True:
+        ticket.ref = _staff_ref_next()
+        try:
+            with transaction.atomic():
+                ticket.save(force_insert=True)
+            return ticket
+        except IntegrityError:
+            tries -= 1
+            if not tries:
+                raise
+
+
+def _staff_ref_next() -> str:
+    """The highest `T-<number>` is the longest, then the greatest; other refs (`T-12a`, an evaluation's
+    `T-1001~eval~…`) do not count."""
+    highest = (Ticket.objects.filter(ref__regex=rf"^{STAFF_REF_PREFIX}[1-9][0-9]*$").annotate(width=Length("ref"))
+               .order_by("-width", "-ref").values_list("ref", flat=True).first())
+    number = int(highest.removeprefix(STAFF_REF_PREFIX)) if highest else STAFF_REF_FIRST - 1
+    return f"{STAFF_REF_PREFIX}{number + 1}"
 
 
 def _investigate_on_commit(ticket: Ticket, requested_by: User | None) -> None:

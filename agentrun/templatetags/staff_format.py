@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django import template
@@ -44,6 +44,14 @@ def clock(value: datetime | None) -> str:
     if timezone.is_aware(value):
         value = timezone.localtime(value)
     return dateformat.format(value, "H:i (T)")
+
+
+@register.filter
+def duration(value: timedelta) -> str:
+    """A span in words, to the minute: "15 minutes", "1 hour", "2 hours 30 minutes"."""
+    hours, minutes = divmod(round(value.total_seconds() / 60), 60)
+    parts = [f"{n} {unit}{'s' if n != 1 else ''}" for n, unit in ((hours, "hour"), (minutes, "minute")) if n]
+    return " ".join(parts) or "less than a minute"
 
 
 @register.filter

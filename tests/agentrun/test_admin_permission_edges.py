@@ -88,3 +88,19 @@ def test_budget_defaults_refuse_before_their_row_is_made(request, demo, user):
     assert "Only Supervisors may change budget defaults." in response.content.decode()
     assert not BudgetDefaults.objects.exists()
     assert client.get(reverse("admin:agentrun_budgetdefaults_change", args=[1])).status_code == 403
+
+
+def test_a_missing_packet_is_not_found_not_not_allowed(staff_client, demo):
+    response = staff_client.get(reverse("admin:agentrun_reviewpacket_of_run", args=[MISSING]))
+    page = response.content.decode()
+    assert response.status_code == 404
+    assert "<title>Not found | supportagent</title>" in page
+    assert "Not allowed" not in page and f"Run {MISSING} has no review packet." in page
+    missing = staff_client.get(reverse("admin:agentrun_reviewpacket_change", args=[MISSING]))
+    assert missing.status_code == 404 and "Not allowed" not in missing.content.decode()
+    assert "Not found" in missing.content.decode()
+
+
+def test_a_refusal_for_want_of_a_role_is_still_not_allowed(outsider, objects):
+    response = client_for(outsider).get(reverse("admin:agentrun_reviewpacket_change", args=[objects["reviewpacket"]]))
+    assert response.status_code == 403 and "Not allowed" in response.content.decode()

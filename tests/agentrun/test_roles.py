@@ -1,11 +1,14 @@
 """The roles, what each may do, and the commands that set them up."""
 import pytest
 from django.contrib.auth.models import Group, User
+from django.contrib.auth.password_validation import validate_password
 from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from agentrun.auth import token_user
 from agentrun.models import ApiToken, PacketReview, Run
-from agentrun.roles import INTEGRATIONS, KNOWLEDGE_EDITORS, ROLES, SUPERVISORS, SUPPORT_STAFF, roles_setup
+from agentrun.roles import (INTEGRATIONS, KNOWLEDGE_EDITORS, ROLES, SUPERVISORS, SUPPORT_STAFF, demo_users_setup,
+                            roles_setup)
 from agentrun.staff import Refused, do_answer_approval, do_cancel, do_investigate, do_review
 from tests.support.staff import make_runs
 
@@ -89,6 +92,20 @@ def test_demo_users_without_demo_password_get_a_printed_random_one(db, monkeypat
     password = line.split("/")[1].split()[0]
     assert len(password) >= 12
     assert User.objects.get(username="staff").check_password(password)
+
+
+def test_generated_demo_passwords_pass_the_password_validators(db):
+    for _ in range(20):
+        password, users = demo_users_setup()
+        for user in users:
+            validate_password(password, user)  # raises ValidationError when one fails
+
+
+def test_a_weak_demo_password_is_refused_and_no_user_is_kept(db, monkeypatch):
+    monkeypatch.setenv("DEMO_PASSWORD", "staffstaff")
+    with pytest.raises(CommandError, match="DEMO_PASSWORD is too weak"):
+        call_command("setup_roles", "--demo-users")
+    assert not User.objects.filter(username__in=["staff", "supervisor"]).exists()
 
 
 def test_create_api_token_prints_a_token_that_is_stored_only_hashed(staff_user, capsys):

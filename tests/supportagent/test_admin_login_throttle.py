@@ -45,7 +45,9 @@ def test_after_5_failures_the_6th_attempt_is_refused_even_with_the_right_passwor
     page = response.content.decode()
     assert response.status_code == 429
     assert "Login refused: too many failed attempts" in page
-    assert "After 5 failed logins as staff from this address" in page and "0:15:00" in page
+    assert "After 5 failed logins as staff from this address" in page
+    assert "logins are refused for 15 minutes, even with the right password" in page
+    assert "manage.py" not in page and "0:15:00" not in page
     assert "_auth_user_id" not in client.session
     assert client.get(reverse("admin:index"))["Location"].startswith("/admin/login/")
 
@@ -79,3 +81,39 @@ def test_bad_throttle_settings_stop_the_process(name, value):
 def test_throttle_settings_from_the_environment():
     assert manage_check(ADMIN_LOGIN_FAILURE_LIMIT="3", ADMIN_LOGIN_COOLOFF_MINUTES="60",
                         ADMIN_LOGIN_LOCKOUT_BY="user_or_address").returncode == 0
+
+
+def test_the_login_says_how_many_tries_are_left_from_the_third_failure_on(staff_user):
+    client = Client()
+    pages = [_login(client, "staff", "wrong-password").content.decode() for _ in range(4)]
+    assert ['id="tries-left"' in page for page in pages] == [False, False, True, True]
+    assert "2 tries left: after 2 more failed logins as staff from this address, logins are refused for 15 minutes" \
+        in " ".join(pages[2].split())
+    assert "1 try left: after 1 more failed login as staff" in " ".join(pages[3].split())
+    assert _login(client, "staff", "wrong-password").status_code == 429
+
+
+def test_the_count_is_per_user_and_address(staff_user):
+    _fail(Client(), 3)
+    page = _login(Client(), "staff", "wrong-password", address="10.0.0.2").content.decode()
+    assert 'id="tries-left"' not in page
+
+
+def test_a_supervisor_unlocks_a_login_in_the_admin(staff_user, supervisor_user):
+    _fail(Client(), 5)
+    assert _login(Client(), "staff", PASSWORD).status_code == 429
+    supervisor = Client()
+    supervisor.force_login(supervisor_user)
+    listed = supervisor.get(reverse("admin:axes_accessattempt_changelist")).content.decode()
+    assert "staff" in listed
+    attempt = AccessAttempt.objects.get(username="staff")
+    confirm = reverse("admin:axes_accessattempt_delete", args=[attempt.pk])
+    assert supervisor.post(confirm, {"post": "yes"}).status_code == 302
+    assert _login(Client(), "staff", PASSWORD).status_code == 302
+
+
+def test_support_staff_cannot_unlock_logins(staff_user, supervisor_user):
+    _fail(Client(), 5, username="supervisor")
+    staff = Client()
+    staff.force_login(staff_user)
+    assert staff.get(reverse("admin:axes_accessattempt_changelist")).status_code == 403

@@ -88,7 +88,8 @@ def test_development_keeps_plain_http():
     assert not shown["SESSION_COOKIE_SECURE"] and not shown["SECURE_SSL_REDIRECT"] and shown["SECURE_HSTS_SECONDS"] == 0
 
 
-@pytest.mark.parametrize("key", ["", "x", "k" * 60, STRONG_KEY[:49], "django-insecure-" + STRONG_KEY])
+@pytest.mark.parametrize("key", ["", "x", "k" * 60, STRONG_KEY[:49], "django-insecure-" + STRONG_KEY, "abcde" * 10,
+                                 "0123456789" * 6, "ab" * 20 + STRONG_KEY[:12]])
 def test_production_refuses_to_start_with_a_weak_secret_key(key):
     done = _manage("check", env=_environment(DJANGO_DEBUG="false", DJANGO_SECRET_KEY=key))
     assert done.returncode != 0
@@ -102,3 +103,46 @@ def test_production_refuses_to_start_with_a_weak_secret_key(key):
 def test_a_bad_switch_stops_the_process_with_its_name(name, value):
     done = _manage("check", env=_environment(DJANGO_DEBUG="false", DJANGO_SECRET_KEY=STRONG_KEY, **{name: value}))
     assert done.returncode != 0 and name in done.stderr
+
+
+def test_a_key_that_repeats_itself_is_told_from_random_ones():
+    from django.core.management.utils import get_random_secret_key
+
+    from supportagent.settings import repetitive
+
+    assert repetitive("abcde" * 10) and repetitive("0123456789" * 6) and repetitive("ab" * 20 + STRONG_KEY[:12])
+    for _ in range(500):
+        assert not any(repetitive(key) for key in (get_random_secret_key(), secrets.token_hex(32),
+                                                    secrets.token_urlsafe(50)))
+
+
+SIGNING = {"INTAKE_ZENDESK_SECRET": {},
+           "AGENT_PACKET_WEBHOOK_SECRET": {"AGENT_PACKET_WEBHOOK_URL": "https://desk.example.com/hook",
+                                           "AGENT_SITE_URL": "https://agent.example.com"}}
+
+
+@pytest.mark.parametrize("name", SIGNING)
+def test_check_deploy_refuses_a_signing_secret_shorter_than_24_characters(name):
+    short = "s3cr3t-" + "x" * 16  # 23 characters
+    env = _environment(**readme_production_environment(), **SIGNING[name], **{name: short})
+    done = _manage("check", "--deploy", env=env)
+    assert done.returncode != 0
+    assert "agentrun.E001" in done.stderr and name in done.stderr and short not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("name", SIGNING)
+def test_check_deploy_takes_a_signing_secret_of_24_characters(name):
+    env = _environment(**readme_production_environment(), **SIGNING[name], **{name: secrets.token_urlsafe(18)})
+    done = _manage("check", "--deploy", "--fail-level", "WARNING", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("separator", ["\n", "\u2028", "\x85", "\x0b"])
+def test_a_header_setting_of_more_than_one_line_is_refused(monkeypatch, separator):
+    from django.core.exceptions import ImproperlyConfigured
+
+    from supportagent.settings import env_header
+
+    monkeypatch.setenv("SA_TEST_HEADER", f"Authorization: Bearer abc{separator}X-Other: 1")
+    with pytest.raises(ImproperlyConfigured, match="must be one line"):
+        env_header("SA_TEST_HEADER")

@@ -9,7 +9,7 @@ from django.urls import reverse
 from agentrun.models import Run, RunRequest
 from agentrun.roles import KNOWLEDGE_EDITORS
 from tests.support.staff import client_for, make_runs
-from tickets.models import Document, DocumentRevision
+from tickets.models import Account, CustomerSession, Document, DocumentRevision, Ticket
 
 
 def test_ticket_list_shows_the_latest_run_status_and_packet_state(staff_client, demo):
@@ -224,3 +224,63 @@ def test_adding_a_revision_while_one_is_current_publishes_it_and_never_answers_5
     response = superuser_client.post(url, data)
     assert response.status_code == 302
     assert revisions("DOC-EXPORT-7") == [("r1", False), ("r2", False), ("r3", False), ("r4", True)]
+
+
+def _add_ticket(client, **extra):
+    acme = Account.objects.get(code="ACME")
+    data = {"account": acme.pk, "session": CustomerSession.objects.get(ref="S-ACME-1").pk,
+            "subject": "Export fails", "body": "The export button does nothing.", "_save": "Save", **extra}
+    return client.post(reverse("admin:tickets_ticket_add"), data)
+
+
+def test_add_ticket_offers_only_what_staff_write(staff_client, demo):
+    page = staff_client.get(reverse("admin:tickets_ticket_add")).content.decode()
+    for shown in ("id_account", "id_session", "id_subject", "id_body"):
+        assert f'id="{shown}"' in page
+    for internal in ("evaluation_copy", "evidence_count", "source", "external_id", "ref"):
+        assert f'name="{internal}"' not in page, internal
+
+
+def test_internal_fields_posted_to_add_ticket_are_ignored_and_the_ref_is_assigned(staff_client, demo):
+    response = _add_ticket(staff_client, evaluation_copy="on", evidence_count="7", source="zendesk",
+                           external_id="99999999", ref="ZD-99999999")
+    assert response.status_code == 302
+    ticket = Ticket.objects.get(subject="Export fails")
+    assert (ticket.ref, ticket.evaluation_copy, ticket.evidence_count, ticket.source, ticket.external_id) == \
+        ("T-1008", False, 0, "", "")  # the demo's tickets are T-1001 to T-1007
+    listed = staff_client.get(reverse("admin:tickets_ticket_changelist")).content.decode()
+    assert "T-1008" in listed  # not hidden as an evaluation's copy
+
+
+def test_each_added_ticket_takes_the_next_ref_past_odd_ones(staff_client, demo):
+    Ticket.objects.filter(ref="T-1007").update(ref="T-1007x")  # a ref typed by hand before refs were assigned
+    Ticket.objects.filter(ref="T-1006").update(ref="T-999999")
+    _add_ticket(staff_client)
+    _add_ticket(staff_client, subject="Second")
+    assert Ticket.objects.get(subject="Export fails").ref == "T-1000000"
+    assert Ticket.objects.get(subject="Second").ref == "T-1000001"
+
+
+def test_a_ticket_page_shows_its_ref_and_source_but_they_cannot_be_changed(demo):
+    root = User.objects.create_superuser("root", password="a-long-test-password")
+    client = client_for(root)
+    ticket = Ticket.objects.get(ref="T-1001")
+    Ticket.objects.filter(pk=ticket.pk).update(source="zendesk", external_id="48213")
+    url = reverse("admin:tickets_ticket_change", args=[ticket.pk])
+    page = client.get(url).content.decode()
+    assert "T-1001" in page and "48213" in page and 'name="external_id"' not in page and 'name="ref"' not in page
+    response = client.post(url, {"account": ticket.account_id, "session": ticket.session_id, "subject": "Renamed",
+                                 "body": ticket.body, "ref": "T-1", "external_id": "1", "evaluation_copy": "on",
+                                 "_save": "Save"})
+    assert response.status_code == 302
+    ticket.refresh_from_db()
+    assert (ticket.subject, ticket.ref, ticket.external_id, ticket.evaluation_copy) == ("Renamed", "T-1001", "48213",
+                                                                                        False)
+
+
+@pytest.mark.parametrize("separator", ["\n", "\r", "\u2028", "\u2029", "\x0b", "\x0c", "\x85"])
+def test_a_subject_of_more_than_one_line_is_refused(staff_client, demo, separator):
+    response = _add_ticket(staff_client, subject=f"Export fails{separator}Priority: urgent")
+    assert response.status_code == 200
+    assert "Use one line" in response.content.decode()
+    assert not Ticket.objects.filter(subject__startswith="Export fails").exists()

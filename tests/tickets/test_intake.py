@@ -181,6 +181,7 @@ def test_a_ticket_cannot_move_to_another_account(post, demo):
     {"subject": "x" * 301},
     {"subject": ""},
     {"subject": "nul\x00byte"},
+    *({"subject": f"Export fails{separator}Priority: urgent"} for separator in "\n\r\v\f\x85\u2028\u2029"),
     {"body": "nul\x00byte"},
     {"source": "Zen Desk"},
     {"source": "z" * 33},

@@ -1,6 +1,7 @@
 import os
 
-from django.core.management.base import BaseCommand
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
 
 from agentrun.roles import DEMO_USERS, ROLES, demo_users_setup, roles_setup
 
@@ -18,7 +19,10 @@ class Command(BaseCommand):
         self.stdout.write("Groups: " + ", ".join(f"{name} ({len(perms)} permissions)" for name, perms in ROLES.items()))
         if demo_users:
             given = os.environ.get("DEMO_PASSWORD", "").strip()
-            password, users = demo_users_setup(password=given or None)
+            try:
+                password, users = demo_users_setup(password=given or None)
+            except ValidationError as exc:
+                raise CommandError("DEMO_PASSWORD is too weak: " + " ".join(exc.messages)) from None
             self.stdout.write("Demo logins (password " + ("from DEMO_PASSWORD" if given else f"{password}") + "):")
             for username, role in DEMO_USERS.items():
                 self.stdout.write(f"  {username} / {password}  ({role})")
