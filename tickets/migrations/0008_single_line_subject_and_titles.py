@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tickets', '0006_revision_search_vector_field'),
+        ('tickets', '0007_revision_frozen'),
     ]
 
     operations = [
