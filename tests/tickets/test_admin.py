@@ -163,7 +163,7 @@ def test_saving_the_same_text_publishes_nothing_and_says_so(editor_client, demo)
 @pytest.mark.parametrize("change, field, message", [
     ({"body": "   "}, "body", "This field is required."),
     ({"body": "Old links\x00 redirect."}, "body", "Null characters are not allowed."),
-    ({"title": "Renaming\na workspace"}, "title", "The title is more than one line."),
+    ({"title": "Renaming\na workspace"}, "title", "The title is more than one line (it contains U+000A)."),
 ])
 def test_invalid_text_is_a_form_error_and_writes_nothing(editor_client, demo, change, field, message):
     url = document_url("DOC-RENAME-2")
