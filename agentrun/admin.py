@@ -22,9 +22,9 @@ from django.utils.timesince import timesince
 from supportagent.adminkit import StaffSiteAdmin, admin_site_harden
 from supportagent.csvexport import csv_response
 
+from .adapters import BuiltInModel
 from .approvals import approval_shown
 from .auth import token_create
-from .adapters import BuiltInModel
 from .budgets import Budget, BudgetError, budget_limits
 from .checks import approval_time_check
 from .config import budget_defaults
@@ -47,6 +47,7 @@ from .models import (
     WebhookDelivery,
     available_time_zones,
 )
+from .queue import packet_next_pending, packet_previous_pending, packet_to_review_after
 from .recheck import ItemCheck, document_links, evidence_changes, needing_acknowledgement
 from .recheck_compare import Outcome
 from .reviews import packet_decision
@@ -65,7 +66,6 @@ from .staff import (
     may_cancel,
     require,
 )
-from .queue import packet_next_pending, packet_previous_pending, packet_to_review_after
 from .statuses import TERMINAL, Status, stop_name
 from .timeline import (
     budget_bars,
@@ -76,7 +76,6 @@ from .timeline import (
     spent_rows,
     stop_explanation,
 )
-
 
 PERMISSION_BUDGET = "agentrun.change_budget_defaults"
 

@@ -14,6 +14,8 @@ from pydantic import ConfigDict, field_validator
 from .approvals import approval_shown
 from .budgets import BudgetSchema
 from .models import Approval, PacketReview, ReviewPacket, Run, RunRequest
+from .recheck import ItemCheck, document_links
+from .recheck_compare import Outcome
 from .staff import (
     access_packet,
     access_run,
@@ -25,8 +27,6 @@ from .staff import (
     do_review,
     require,
 )
-from .recheck import ItemCheck, document_links
-from .recheck_compare import Outcome
 from .statuses import Detail, Status
 from .timeline import EvidenceView, StepKind, budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
 

@@ -12,8 +12,8 @@ from datetime import UTC, date, datetime, time, timedelta
 from django.db.models import Case, CharField, Count, Min, OuterRef, Q, Subquery, TextChoices, Value, When
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.http import urlencode
 from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from .models import ModelRequest, ReviewPacket, Run

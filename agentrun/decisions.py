@@ -24,7 +24,6 @@ from .schemas import (
 )
 from .statuses import Detail, Status, Stop
 
-
 # --- what a reply proposes -------------------------------------------------
 
 

@@ -31,11 +31,10 @@ from .budgets import Budget
 from .dispatch import Dispatcher
 from .lookups import Lookup
 from .models import Run
-from .selectors import run_context
 from .operations import DispatchOp, ModelOp, Operation, OpResult
+from .selectors import run_context
 from .steps import run_begin, run_record
 from .waiting import TimedOut, call_with_timeout
-
 
 log = logging.getLogger("agentrun")
 T = TypeVar("T")

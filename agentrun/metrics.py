@@ -19,8 +19,8 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import TextChoices
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest, start_http_server
-from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from .models import Run

@@ -13,8 +13,8 @@ from tickets.models import Ticket
 from .budgets import Budget
 from .context import AttemptItem, Context, EvidenceItem, fit_context
 from .models import Approval, Run, StaffPreference, default_time_zone
-from .statuses import ACTIVE, Status
 from .sql import context_rows
+from .statuses import ACTIVE, Status
 
 
 def run_context(*, run: Run, budget: Budget, shown_allowances: dict[str, Any], reserve_bytes: int = 0) -> Context:

@@ -19,9 +19,9 @@ from .adapters import BuiltInModel
 from .budgets import Budget
 from .config import ConfigError, default_budget
 from .models import Approval, Run
-from .statuses import Detail, Status, Stop
 from .refusals import refusal_of_denial
 from .sql import run_locked
+from .statuses import Detail, Status, Stop
 from .steps import run_end
 from .tasks import enqueue_advance
 from .tools import TOOLS, session_may_need_approval

@@ -28,9 +28,9 @@ from .models import Approval, Evaluation, PacketReview, ReviewPacket, Run, RunRe
 from .recheck import ItemCheck, packet_recheck
 from .reviews import ReviewError, packet_review
 from .roles import INTEGRATIONS, KNOWLEDGE_EDITORS, SUPERVISORS
+from .selectors import ticket_active_run
 from .services import RunError, approval_answer, investigation_start, run_cancel
 from .statuses import Status
-from .selectors import ticket_active_run
 from .watchdog import run_expire, runs_expire_overdue
 
 log = logging.getLogger("agentrun")

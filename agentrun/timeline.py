@@ -13,9 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from tickets.models import DocumentRevision, Evidence
 
-from .models import ReviewPacket, Run
 from .adapters.base import BuiltInModel
 from .budgets import dollars
+from .models import ReviewPacket, Run
 from .schemas import ToolName
 from .sources import cut_excerpt, suspected_injection
 from .statuses import STOP_EXPLANATIONS, Detail, Status

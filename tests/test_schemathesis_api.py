@@ -18,8 +18,8 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from agentrun.models import ApiToken, Approval, PacketReview, ReviewPacket, Run, RunRequest
-from tickets.models import Document, DocumentRevision
 from tests.support.staff import bearer, make_runs
+from tickets.models import Document, DocumentRevision
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 

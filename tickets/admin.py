@@ -11,8 +11,8 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from agentrun.admin import ReadOnly, ReadOnlyAdmin
-from agentrun.models import ReviewPacket, Run, RunRequest
 from agentrun.dashboard_views import refusal
+from agentrun.models import ReviewPacket, Run, RunRequest
 from agentrun.staff import Refused, can, do_document_publish, do_investigate, require
 from agentrun.statuses import Status, stop_name
 from agentrun.watchdog import runs_expire_overdue
@@ -32,8 +32,7 @@ from .models import (
     Ticket,
 )
 from .selectors import document_current
-from .services import PublishOutcome
-from .services import ticket_create
+from .services import PublishOutcome, ticket_create
 
 
 def _progress_url(run_id: int) -> str:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import operator
 import re
-from dataclasses import dataclass, field as dataclass_field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from functools import reduce
 
 from django.contrib.postgres.search import SearchQuery, SearchRank

@@ -34,7 +34,13 @@ from django.conf import settings
 from . import PROVIDERS
 from .base import ModelError, ModelRequestSpec
 from .tooldefs import (
-    ToolCall, ToolCallingAdapter, WireReply, cut_at_cap, parse_arguments, tool_definitions, usage_from,
+    ToolCall,
+    ToolCallingAdapter,
+    WireReply,
+    cut_at_cap,
+    parse_arguments,
+    tool_definitions,
+    usage_from,
 )
 
 

@@ -7,7 +7,13 @@ from decimal import Decimal
 import pytest
 
 from agentrun.budgets import (
-    Budget, BudgetError, Usage, WrittenNumber, allowances, check_before_request, cost_micros,
+    Budget,
+    BudgetError,
+    Usage,
+    WrittenNumber,
+    allowances,
+    check_before_request,
+    cost_micros,
 )
 from agentrun.statuses import Status, Stop
 

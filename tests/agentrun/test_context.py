@@ -9,7 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentrun.context import (
-    OMITTED, SYSTEM_TEXT, AttemptItem, Context, EvidenceItem, cut_utf8, fence_id, fit_context, neutralize, render_prompt,
+    OMITTED,
+    SYSTEM_TEXT,
+    AttemptItem,
+    Context,
+    EvidenceItem,
+    cut_utf8,
+    fence_id,
+    fit_context,
+    neutralize,
+    render_prompt,
     utf8_len,
 )
 

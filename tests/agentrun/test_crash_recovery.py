@@ -11,9 +11,9 @@ from agentrun import loop
 from agentrun.adapters import ModelResponse, TokenUsage
 from agentrun.loop import run_advance
 from agentrun.models import ModelRequest, Observation, Run
+from agentrun.operations import DispatchOp, ModelOp, OpResult
 from agentrun.selectors import run_report
 from agentrun.services import run_start
-from agentrun.operations import DispatchOp, ModelOp, OpResult
 from agentrun.steps import run_begin, run_record
 from agentrun.waiting import Finished
 from tickets.models import Account

@@ -11,8 +11,8 @@ from django.utils import timezone
 from agentrun.dashboard import UNKNOWN_TOOL, Period, PeriodError, outcomes, period_parse
 from agentrun.models import ModelRequest
 from agentrun.reviews import packet_review
-from tickets.models import Ticket
 from tests.support.staff import make_runs
+from tickets.models import Ticket
 
 
 @pytest.fixture

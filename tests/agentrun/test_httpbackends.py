@@ -12,16 +12,16 @@ import time
 import pytest
 
 from agentrun.httpbackends import http_client
-from agentrun.loop import run_advance
 from agentrun.lookups import Lookup, ToolError
+from agentrun.loop import run_advance
 from agentrun.models import Observation, ReviewPacket, Run, ToolAttempt
 from agentrun.schemas import SERVICES
 from agentrun.selectors import run_report
 from agentrun.services import run_start
 from agentrun.tools import TOOLS
 from agentrun.waiting import operations_settle
-from tests.support.operatorserver import Answer, OperatorServer, demo_jobs, statuspage_summary
 from tests.support.commands import manage_check
+from tests.support.operatorserver import Answer, OperatorServer, demo_jobs, statuspage_summary
 from tickets.models import Evidence, Service, Ticket
 from tickets.selectors import SessionScope
 

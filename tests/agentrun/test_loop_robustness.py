@@ -10,8 +10,8 @@ from agentrun.adapters import ReplayAdapter
 from agentrun.budgets import Budget, BudgetError
 from agentrun.loop import run_advance
 from agentrun.models import Run
-from agentrun.selectors import run_report
 from agentrun.scenarios.runner import run_rewind_clock
+from agentrun.selectors import run_report
 from agentrun.services import run_cancel, run_start
 from agentrun.statuses import TERMINAL
 from tickets.models import CustomerSession

@@ -7,8 +7,15 @@ from django.core.management.base import CommandError
 
 from agentrun.auth import token_user
 from agentrun.models import ApiToken, PacketReview, Run
-from agentrun.roles import (INTEGRATIONS, KNOWLEDGE_EDITORS, ROLES, SUPERVISORS, SUPPORT_STAFF, demo_users_setup,
-                            roles_setup)
+from agentrun.roles import (
+    INTEGRATIONS,
+    KNOWLEDGE_EDITORS,
+    ROLES,
+    SUPERVISORS,
+    SUPPORT_STAFF,
+    demo_users_setup,
+    roles_setup,
+)
 from agentrun.staff import Refused, do_answer_approval, do_cancel, do_investigate, do_review
 from tests.support.staff import make_runs
 

@@ -1,7 +1,8 @@
 """Times on staff pages: one format, labelled with its zone, in each viewer's own time zone."""
 from __future__ import annotations
 
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime
+from datetime import timezone as dt_timezone
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured, ValidationError

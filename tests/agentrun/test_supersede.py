@@ -49,8 +49,9 @@ def test_a_superseded_packet_is_not_reviewed(ticket_t1001, staff_user):
 
 
 def test_superseding_is_idempotent(ticket_t1001):
-    from agentrun.packets import packets_supersede_later
     from django.db import transaction
+
+    from agentrun.packets import packets_supersede_later
 
     first, second = investigate(ticket_t1001), investigate(ticket_t1001)
     with transaction.atomic():

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import pytest
-
 from django.utils import timezone
 
 from agentrun.tools import TOOLS

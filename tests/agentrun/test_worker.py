@@ -12,14 +12,12 @@ import pytest
 from django.db import connection
 
 from agentrun.models import Approval, Observation, ReviewPacket, Run, ToolAttempt
-from agentrun.scenarios.probe import probe_read
 from agentrun.scenarios.format import Scenario
+from agentrun.scenarios.probe import probe_read
 from agentrun.scenarios.runner import create_scenario_run
 from agentrun.services import approval_answer, investigation_start
-from agentrun.tasks import enqueue_advance
 from agentrun.statuses import TERMINAL, Status
-from agentrun.tasks import advance_run
-from agentrun.tasks import watchdog
+from agentrun.tasks import advance_run, enqueue_advance, watchdog
 from supportagent.celery import app as celery_app
 from tests.support.workers import ROOT, Cluster, broker_down, publishing_to, terminal, wait_for
 from tickets.models import Ticket

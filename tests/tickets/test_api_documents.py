@@ -4,9 +4,9 @@ import json
 import pytest
 from django.contrib.auth.models import Permission, User
 
+from tests.support.staff import PASSWORD, bearer
 from tickets.models import Document, DocumentRevision
 from tickets.selectors import documents_search
-from tests.support.staff import PASSWORD, bearer
 
 PAGE = {"title": "Moving a workspace", "body": "Moving keeps every heron in place.", "public": True}
 

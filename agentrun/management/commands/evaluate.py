@@ -8,13 +8,17 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
-
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from agentrun.adapters import BuiltInModel, model_problem
 from agentrun.budgets import dollars
 from agentrun.evaluation import (
-    evaluation_create, evaluation_finish, evaluation_progress, evaluation_run, result_of, unfinished_like,
+    evaluation_create,
+    evaluation_finish,
+    evaluation_progress,
+    evaluation_run,
+    result_of,
+    unfinished_like,
 )
 from agentrun.evaluation_tasks import evaluation_enqueue
 from agentrun.models import Evaluation

@@ -5,10 +5,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from agentrun.config import ConfigError
+from agentrun.headlines import run_headline
 from agentrun.loop import run_advance
 from agentrun.selectors import run_report, ticket_active_run
 from agentrun.services import RunError, investigation_start, run_start
-from agentrun.headlines import run_headline
 from agentrun.timeline import packet_of, stop_explanation
 from agentrun.watchdog import runs_expire_overdue
 from tickets.models import CustomerSession, Ticket

@@ -17,8 +17,17 @@ from agentrun.adapters.base import ModelError
 from agentrun.context import OMITTED, SYSTEM_TEXT, Context
 from agentrun.models import ModelRequest, Run
 from tests.support.fakeprovider import (
-    ANTHROPIC, OFFERED, RESERVED_COST, RESERVED_TOKENS, FakeProvider, add_long_evidence, assert_first_reply_not_used,
-    cost, dispatched, input_bytes, run_investigation,
+    ANTHROPIC,
+    OFFERED,
+    RESERVED_COST,
+    RESERVED_TOKENS,
+    FakeProvider,
+    add_long_evidence,
+    assert_first_reply_not_used,
+    cost,
+    dispatched,
+    input_bytes,
+    run_investigation,
 )
 
 KEY = "sk-ant-test-0123456789abcdef"

@@ -11,7 +11,7 @@ import logging
 import pytest
 from django.core.management import CommandError, call_command
 
-from agentrun.adapters import ModelRequestSpec, PROVIDERS
+from agentrun.adapters import PROVIDERS, ModelRequestSpec
 from agentrun.adapters.base import ModelError
 from agentrun.adapters.openai_chat import OpenAIChatAdapter, request_fields
 from agentrun.budgets import Budget
@@ -21,8 +21,18 @@ from agentrun.models import ModelRequest, Run
 from agentrun.selectors import run_report
 from agentrun.services import run_start
 from tests.support.fakeprovider import (
-    BUDGET, OFFERED, OPENAI, RESERVED_COST, RESERVED_TOKENS, FakeProvider, add_long_evidence, assert_first_reply_not_used,
-    cost, dispatched, input_bytes, run_investigation,
+    BUDGET,
+    OFFERED,
+    OPENAI,
+    RESERVED_COST,
+    RESERVED_TOKENS,
+    FakeProvider,
+    add_long_evidence,
+    assert_first_reply_not_used,
+    cost,
+    dispatched,
+    input_bytes,
+    run_investigation,
 )
 
 KEY = "sk-test-openai-0123456789abcdef"

@@ -4,7 +4,13 @@ from __future__ import annotations
 import pytest
 
 from agentrun.adapters.tooldefs import (
-    INSTRUCTIONS, ToolCall, framing_bytes, redact, reply_payload, split_prompt, tool_definitions,
+    INSTRUCTIONS,
+    ToolCall,
+    framing_bytes,
+    redact,
+    reply_payload,
+    split_prompt,
+    tool_definitions,
     usage_from,
 )
 from agentrun.context import SYSTEM_TEXT, Context, EvidenceItem, fence_id, fit_context, utf8_len
