@@ -1,7 +1,7 @@
 """The demo data set of CONFORMANCE §6. Loading it twice changes nothing."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from django.db import transaction
 
@@ -20,7 +20,7 @@ from .models import (
 
 
 def _at(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
 DOCUMENTS = [

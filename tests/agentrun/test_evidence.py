@@ -259,7 +259,7 @@ def test_parallel_runs_on_one_ticket_number_evidence_without_gaps_or_copies(tick
     def drive(run_id: int) -> None:
         try:
             run_advance(run_id)
-        except Exception as exc:  # noqa: BLE001 - reported below
+        except Exception as exc:  # reported below
             errors.append(repr(exc))
         finally:
             connections.close_all()

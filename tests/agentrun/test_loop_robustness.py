@@ -82,7 +82,7 @@ def test_a_reply_reporting_negative_usage_still_ends_the_run_with_a_packet(ticke
     run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": [bad_usage]})
     try:
         run_advance(run.pk)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         pytest.fail(f"the loop raised {exc!r} and left the run {Run.objects.get(pk=run.pk).status}")
     run.refresh_from_db()
     assert run.status in TERMINAL
@@ -130,7 +130,7 @@ def test_model_output_the_database_cannot_store_does_not_crash_the_loop(ticket_t
     run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": []})
     try:
         run_advance(run.pk, adapter=ReplayAdapter(script))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         pytest.fail(f"the loop raised {exc!r} and left the run {Run.objects.get(pk=run.pk).status}")
     run.refresh_from_db()
     assert run.status in TERMINAL and hasattr(run, "packet")
@@ -142,7 +142,7 @@ def test_a_huge_reported_usage_is_a_usage_overrun_counted_as_reported(ticket_t10
     run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": [huge]})
     try:
         run_advance(run.pk)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         pytest.fail(f"the loop raised {exc!r} and left the run {Run.objects.get(pk=run.pk).status}")
     run.refresh_from_db()
     assert (run.status, run.detail, run.tokens_used) == ("MODEL_ERROR", "usage_overrun", 3_000_000_000)
@@ -151,7 +151,7 @@ def test_a_huge_reported_usage_is_a_usage_overrun_counted_as_reported(ticket_t10
 def advance_without_crashing(run: Run, script) -> Run:
     try:
         run_advance(run.pk, adapter=ReplayAdapter(script))
-    except Exception as exc:  # noqa: BLE001 - the point of the test
+    except Exception as exc:  # the point of the test
         pytest.fail(f"the loop raised {exc!r} and left the run {Run.objects.get(pk=run.pk).status}")
     run.refresh_from_db()
     return run
@@ -184,7 +184,7 @@ def test_a_budget_that_cannot_be_used_is_refused_clearly_or_works(ticket_t1001, 
         return
     try:
         run = run_start(ticket=ticket_t1001, model_name="replay", budget=budget, model_script={"model": []})
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         pytest.fail(f"Budget.from_mapping accepted {mapping} but run_start raised {exc!r}")
     run = advance_without_crashing(run, [J42, {"handoff": "h"}])
     assert run.status in TERMINAL

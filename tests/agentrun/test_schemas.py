@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentrun.decisions import Call, NormalizedCall, normalize_call
 from agentrun.schemas import call_key, canonical_json, normalize_args
@@ -142,9 +144,6 @@ def test_canonical_json_is_key_order_independent_and_keeps_unicode():
 
 
 # --- properties of normalization ---------------------------------------------------------------------
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,8 +1,7 @@
 """Times on staff pages: one format, labelled with its zone, in each viewer's own time zone."""
 from __future__ import annotations
 
-from datetime import datetime
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured, ValidationError
@@ -15,7 +14,7 @@ from agentrun.selectors import staff_time_zone
 from supportagent.settings import env_time_zone
 from tests.support.staff import client_for, make_runs
 
-FAILED_AT = datetime(2026, 9, 14, 10, 2, tzinfo=dt_timezone.utc)
+FAILED_AT = datetime(2026, 9, 14, 10, 2, tzinfo=UTC)
 
 
 def _render(value) -> str:
@@ -74,7 +73,7 @@ def test_each_viewer_sees_the_packet_in_their_own_zone(staff_user, supervisor_us
     written = packet.created_at
     staff_page = client_for(staff_user).get(url).content.decode()
     tokyo_page = client_for(supervisor_user).get(url).content.decode()
-    assert timezone.localtime(written, dt_timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC") in staff_page
+    assert timezone.localtime(written, UTC).strftime("%Y-%m-%d %H:%M:%S UTC") in staff_page
     with timezone.override("Asia/Tokyo"):
         assert timezone.localtime(written).strftime("%Y-%m-%d %H:%M:%S JST") in tokyo_page
     assert " UTC" not in tokyo_page.split('id="packet"')[1].split("The customer wrote")[0]

@@ -83,7 +83,7 @@ class FakeProvider:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            def do_POST(self) -> None:  # http.server's name
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 received = Received(self.path, {k.lower(): v for k, v in self.headers.items()}, json.loads(raw or b"{}"))
                 reply = provider._next(received)
