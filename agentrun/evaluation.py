@@ -288,7 +288,7 @@ def evaluation_figures(cases: Iterable[EvaluationCase]) -> dict[str, Any]:
         "handoff_rate": share(sum(c.status == Status.NEEDS_HELP for c in cases), n),
         "cost_micros_per_case": share(sum(c.cost_micros for c in cases), n),
         "original_cost_micros_per_case": share(sum(c.original_cost_micros for c in cases), n),
-        "regressions": [c.original_run_id for c, r in zip(cases, results) if r == CaseResult.REGRESSION],
+        "regressions": [c.original_run_id for c, r in zip(cases, results, strict=True) if r == CaseResult.REGRESSION],
     }
 
 

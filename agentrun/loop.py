@@ -77,9 +77,8 @@ def _drive(run_id: int, owner: str, adapter: ModelAdapter | None, dispatcher: Di
         log_step(name := _step_name(step.op))
         result = _execute(step.op, run, budget, adapter, dispatcher)
         log.info("run %s: %s answered in %d ms", run_id, name, result.latency_ms)
-        done = step
         # Tried again, the step reads the run whole: the failed try changed the object it was handed.
-        step = on_fresh_connection(lambda retry: run_record(
+        step = on_fresh_connection(lambda retry, done=step, result=result: run_record(
             run=done.run, owner=owner, op=done.op, result=result, retry=retry))
         if step.landed:  # the step committed, its answer was lost: resume from what it wrote
             step = on_fresh_connection(lambda retry: run_begin(run_id=run_id, owner=owner))

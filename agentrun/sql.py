@@ -55,7 +55,7 @@ def run_locked(*, run_id: int, ticket: bool = False) -> Run:
     if ticket:
         run.ticket, rest = _instance(Ticket, rest, connection)
     requests, attempts, *per_tool = rest
-    run.tally = Tally(requests, attempts, tuple(zip(TOOLS, per_tool)))
+    run.tally = Tally(requests, attempts, tuple(zip(TOOLS, per_tool, strict=True)))
     return run
 
 
@@ -276,7 +276,7 @@ def hold_update_row(model: type[models.Model], key: dict[str, Any], **values: An
         return
     names, keys = tuple(values), tuple(key)
     fields = [model._meta.get_field(name) for name in (*names, *keys)]
-    params = [f.get_db_prep_save(value, connection) for f, value in zip(fields, (*values.values(), *key.values()))]
+    params = [f.get_db_prep_save(value, connection) for f, value in zip(fields, (*values.values(), *key.values()), strict=True)]
     _hold(connection, _update_sql(model, names, keys), params)
 
 

@@ -116,9 +116,9 @@ def drawn_script(rng: random.Random, model_s: float, dispatch_s: float) -> tuple
     models = [round(rng.uniform(0.5, 1.5) * model_s, 4) for _ in range(CYCLES)]
     dispatches = [round(rng.uniform(0.5, 1.5) * dispatch_s, 4) for _ in range(CYCLES - 1)]
     script = j42_script()
-    for reply, delay in zip(script["model"], models):
+    for reply, delay in zip(script["model"], models, strict=True):
         reply["delay_seconds"] = delay
-    script["faults"] = {tool: [{"delay_seconds": delay}] for tool, delay in zip(script["faults"], dispatches)}
+    script["faults"] = {tool: [{"delay_seconds": delay}] for tool, delay in zip(script["faults"], dispatches, strict=True)}
     return script, sum(models) + sum(dispatches)
 
 
@@ -184,9 +184,9 @@ class Recording:
         if [(kind, query) for kind, query, _ in first] != [(kind, query) for kind, query, _ in second]:
             raise RuntimeError("two J-42 runs sent different statements; there is no one run to replay")
         self.commands = [
-            (kind, query, params, [i for i, (a, b) in enumerate(zip(params, other)) if (a, b) == (first_id, second_id)]
+            (kind, query, params, [i for i, (a, b) in enumerate(zip(params, other, strict=True)) if (a, b) == (first_id, second_id)]
              if params is not None else [])
-            for (kind, query, params), (_, _, other) in zip(first, second)
+            for (kind, query, params), (_, _, other) in zip(first, second, strict=True)
         ]
 
     def replay(self, conn: psycopg.Connection, run_id: int) -> None:
@@ -251,7 +251,7 @@ def timed(fns, n: int) -> tuple[list[list[float]], list[list[float]]]:
     the wall time of each call, and the CPU time this process (all its threads) spent on it."""
     times, cpu = [[] for _ in fns], [[] for _ in fns]
     for _ in range(n):
-        for fn, spent, used in zip(fns, times, cpu):
+        for fn, spent, used in zip(fns, times, cpu, strict=True):
             began, began_cpu = time.perf_counter(), time.process_time()
             fn()
             spent.append((time.perf_counter() - began) * 1000)
@@ -386,7 +386,7 @@ def _machine_busy_ticks() -> tuple[int, int]:
 
 
 @contextmanager
-def cpu_used(workers: "Workers", runs: int, into: dict[str, list[float]]):
+def cpu_used(workers: Workers, runs: int, into: dict[str, list[float]]):
     """Appends to `into` the CPU milliseconds per run of the workers and of PostgreSQL during the block,
     the workers' context switches per run (each wait of a thread for I/O, for the GIL or for another
     thread is at least one), and the share of the machine's CPU time that was busy. (A PostgreSQL process that ends within the

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from functools import partial
 
 import pytest
 from django.contrib.auth.models import User
@@ -146,7 +147,7 @@ def test_the_command_times_out_and_is_interrupted_leaving_the_cases_to_the_worke
 
     cluster.worker()
     for evaluation in (timed_out, interrupted):
-        wait_for(lambda: finished(evaluation.pk), 90, f"the workers to finish {evaluation}")
+        wait_for(partial(finished, evaluation.pk), 90, f"the workers to finish {evaluation}")
     runs = candidate_runs()
     assert runs == timed_out.cases.count() + interrupted.cases.count()
     report = evaluate("--resume", str(interrupted.pk), "--timeout", "5")

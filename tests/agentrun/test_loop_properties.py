@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -238,7 +239,7 @@ def test_loop_invariants_hold_for_any_replies_faults_and_budget(demo_committed, 
     # counters never decrease
     history = [{name: start.get(name, 0) for name in COUNTERS}] + watch.seen + [
         {name: getattr(run, name) for name in COUNTERS}]
-    for before, after in zip(history, history[1:]):
+    for before, after in pairwise(history):
         for name in COUNTERS:
             assert after[name] >= before[name], (name, before, after)
 

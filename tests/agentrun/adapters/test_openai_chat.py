@@ -70,7 +70,7 @@ def investigate(ticket, **budget) -> dict:
 
 def test_j42_investigation_completes_through_the_sdk(fake, ticket_t1001):
     usages = [(1200, 40), (1500, 30), (1800, 120)]
-    fake.script(*(OPENAI.reply(call, usage=u) for call, u in zip([J42, DOCS, DRAFT], usages)))
+    fake.script(*(OPENAI.reply(call, usage=u) for call, u in zip([J42, DOCS, DRAFT], usages, strict=True)))
 
     report = investigate(ticket_t1001)
 
