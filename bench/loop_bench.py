@@ -84,11 +84,11 @@ from django.db import connection  # noqa: E402
 from django.db.backends.signals import connection_created  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
-from agentrun.budgets import Budget  # noqa: E402
-from agentrun.loop import run_advance  # noqa: E402
-from agentrun.models import Run  # noqa: E402
-from agentrun.services import run_start  # noqa: E402
-from agentrun.statuses import TERMINAL, Status  # noqa: E402
+from engine.budgets import Budget  # noqa: E402
+from engine.loop import run_advance  # noqa: E402
+from engine.models import Run  # noqa: E402
+from engine.services import run_start  # noqa: E402
+from engine.statuses import TERMINAL, Status  # noqa: E402
 from tickets.demo import seed_demo  # noqa: E402
 from tickets.models import Ticket  # noqa: E402
 
@@ -418,7 +418,7 @@ PENDING_RUNS = "SELECT count(*) FROM agentrun_run WHERE id = ANY(%s) AND NOT sta
 
 def drive(ids: list[int], timeout: float) -> float:
     """Enqueue the runs and wait until all are terminal; the wall time in seconds."""
-    from agentrun.tasks import advance_run
+    from engine.tasks import advance_run
 
     return _drive(lambda run_id: advance_run.apply_async((run_id,)), ids, PENDING_RUNS, [ids, list(TERMINAL)], timeout)
 
@@ -522,7 +522,7 @@ def inflight_slowdown(ticket: Ticket, runs: int, processes: int, model_s: float,
                       arrival_s: float, rng: random.Random) -> float:
     """The 95th percentile, over `runs` runs arriving evenly over `arrival_s` on workers with a thread
     for each, of each run's time from arrival to packet over the sum of its own latencies."""
-    from agentrun.tasks import advance_run
+    from engine.tasks import advance_run
 
     with workers(runs, processes):
         drive([start(ticket).pk for _ in range(min(runs, 4 * processes))], 120)  # up and connected

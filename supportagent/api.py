@@ -13,12 +13,11 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import SessionAuth
 
-from agentrun.api import router as agentrun_router
-from agentrun.auth import BearerToken
-from agentrun.staff import Refused
-from tickets.api import router as tickets_router
-
-from .limits import body_size_check
+from integrations.api import router as tickets_router
+from kit.limits import body_size_check
+from staff.access import Refused
+from staff.api import router as agentrun_router
+from staff.auth import BearerToken
 
 log = logging.getLogger("agentrun")
 

@@ -14,15 +14,15 @@ app.autodiscover_tasks()
 def _serve_metrics(**kwargs) -> None:
     """The worker's metrics on AGENT_METRICS_PORT, from its main process (the threads pool runs tasks there;
     prefork children write to PROMETHEUS_MULTIPROC_DIR, which the main process serves)."""
-    from agentrun.metrics import serve_worker_metrics
+    from engine.metrics import serve_worker_metrics
 
     serve_worker_metrics()
 
 
 @task_prerun.connect
 def _record_consumed(task=None, **kwargs) -> None:
-    """The worker took a task from the queue (agentrun.heartbeat; manage.py worker_health reads it)."""
+    """The worker took a task from the queue (engine.heartbeat; manage.py worker_health reads it)."""
     if task is not None and not task.request.is_eager:
-        from agentrun.heartbeat import worker_consumed
+        from engine.heartbeat import worker_consumed
 
         worker_consumed(task.request.hostname or "")

@@ -19,8 +19,8 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from agentrun.metrics import exposition
-from agentrun.waiting import Finished, Raised, call_with_timeout
+from engine.metrics import exposition
+from engine.waiting import Finished, Raised, call_with_timeout
 
 log = logging.getLogger("supportagent")
 CHECK_SECONDS = 1.0

@@ -14,7 +14,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from supportagent.lines import line_break_in
+from kit.lines import line_break_in
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("SUPPORTAGENT_VAR_DIR", BASE_DIR / "var"))
@@ -125,7 +125,11 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "axes",
     "tickets",
-    "agentrun",
+    "engine",
+    "integrations",
+    "evaluation",
+    "staff",
+    "scenarios",
 ]
 
 MIDDLEWARE = [
@@ -136,7 +140,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "agentrun.middleware.StaffTimeZoneMiddleware",
+    "staff.middleware.StaffTimeZoneMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",  # last: it answers a locked-out login
 ]
@@ -152,7 +156,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "agentrun.context_processors.waiting_approvals",
+                "staff.context_processors.waiting_approvals",
             ],
         },
     },
@@ -202,7 +206,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # a login is refused (429), the right password included, for ADMIN_LOGIN_COOLOFF_MINUTES.
 # Failures are counted per username and address together, so that nobody can lock a user
 # out from elsewhere; "user_or_address" counts them per username and per address apart.
-# Only password logins go through axes: API tokens (agentrun.auth) are not passwords.
+# Only password logins go through axes: API tokens (staff.auth) are not passwords.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = env_int("ADMIN_LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("ADMIN_LOGIN_COOLOFF_MINUTES", 15))
@@ -221,7 +225,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LANGUAGE_CODE = "en-us"
-FORMAT_MODULE_PATH = ["supportagent.formats"]  # one date-and-time format, labelled with its zone
+FORMAT_MODULE_PATH = ["kit.formats"]  # one date-and-time format, labelled with its zone
 TIME_ZONE = env_time_zone("DJANGO_TIME_ZONE")  # the staff pages' zone for those with no preference
 USE_I18N = True
 USE_TZ = True
@@ -240,7 +244,7 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_DEFAULT_QUEUE = env_str("AGENT_QUEUE", "supportagent")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-CELERY_IMPORTS = ["agentrun.evaluation_tasks"]  # tasks outside the apps' tasks modules
+CELERY_IMPORTS = ["evaluation.tasks"]  # tasks outside the apps' tasks modules
 
 
 def env_float(name: str, default: float) -> float:
@@ -443,8 +447,8 @@ AGENT_LOG_FORMAT = env_choice("AGENT_LOG_FORMAT", ("plain", "json"))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"run_context": {"()": "supportagent.logs.RunContextFilter"}},
-    "formatters": {"json": {"()": "supportagent.logs.JsonFormatter"}},
+    "filters": {"run_context": {"()": "kit.logs.RunContextFilter"}},
+    "formatters": {"json": {"()": "kit.logs.JsonFormatter"}},
     "handlers": {"console": {
         "class": "logging.StreamHandler", "filters": ["run_context"],
         **({"formatter": "json"} if AGENT_LOG_FORMAT == "json" else {}),

@@ -3,10 +3,9 @@ from django.urls import path
 from django.views.decorators.cache import cache_control
 from django.views.generic import RedirectView, TemplateView
 
-from agentrun.dashboard_views import dashboard_csv, dashboard_view
-
-from .adminkit import admin_login
-from .api import api_urls
+from kit.adminkit import admin_login
+from staff.dashboard_views import dashboard_csv, dashboard_view
+from supportagent.api import api_urls
 
 urlpatterns = [
     path("admin/outcomes/", admin.site.admin_view(dashboard_view), name="outcomes"),

@@ -14,10 +14,10 @@ from django.db import connections
 from django.db.backends.signals import connection_created
 from django.test import Client
 
-from agentrun.roles import SUPERVISORS, SUPPORT_STAFF, roles_setup
-from agentrun.scenarios.format import Scenario
-from agentrun.scenarios.runner import run_scenario
-from agentrun.waiting import operations_settle
+from engine.roles import SUPERVISORS, SUPPORT_STAFF, roles_setup
+from engine.waiting import operations_settle
+from scenarios.format import Scenario
+from scenarios.runner import run_scenario
 from tests.support.staff import client_for, make_user
 from tickets.demo import seed_demo
 from tickets.models import CustomerSession, Ticket

@@ -5,7 +5,7 @@ each with the `expect` the contract's text gives: the order of exits, budgets
 and reservations at their edges, exact prices, call ids and receipts, argument
 normalization, the tools' authorization, evidence reuse, drafts and packets.
 Each runs through `run_scenario`'s path and is judged by the project's port of
-the conformance checker's comparison (`agentrun.scenarios.judge`), so the
+the conformance checker's comparison (`scenarios.judge`), so the
 corpus needs nothing beside the repository; CI runs the published checker too.
 """
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from agentrun.scenarios.format import Scenario
-from agentrun.scenarios.judge import scenario_judge
-from agentrun.scenarios.runner import run_scenario
+from scenarios.format import Scenario
+from scenarios.judge import scenario_judge
+from scenarios.runner import run_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = sorted((ROOT / "tests" / "scenarios").glob("*.json"))

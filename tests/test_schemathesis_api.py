@@ -17,7 +17,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from agentrun.models import ApiToken, Approval, PacketReview, ReviewPacket, Run, RunRequest
+from engine.models import ApiToken, Approval, PacketReview, ReviewPacket, Run, RunRequest
 from tests.support.staff import bearer, make_runs
 from tickets.models import Document, DocumentRevision
 

@@ -1,0 +1,6 @@
+"""The ticket domain: accounts, customer sessions, tickets, jobs, services and documents.
+
+`models` and `selectors` are what the tools read; `services` writes (intake, evidence,
+publishing documents), `docimport` brings a knowledge base in, `demo` seeds the demo data.
+It imports only the kit; it tells the packages above it what happened through `signals`.
+"""

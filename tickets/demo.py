@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 
 from django.db import transaction
 
-from .models import (
+from tickets.models import (
     Account,
     CustomerSession,
     CustomerUser,
@@ -58,7 +58,7 @@ T1001_BODY = (
 )
 
 
-# More tickets, each ending differently with the rule-based investigator (agentrun.adapters.rules):
+# More tickets, each ending differently with the rule-based investigator (providers.rules):
 # (ref, session, subject, body).
 MORE_TICKETS = [
     ("T-1002", "S-ACME-1", "Export J-99 never arrived",

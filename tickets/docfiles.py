@@ -18,7 +18,7 @@ import yaml
 from bs4 import BeautifulSoup
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .documents import CODE_MAX, DocumentIn
+from tickets.documents import CODE_MAX, DocumentIn
 
 SUFFIXES = {".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html", ".txt": "text"}
 MAX_FILE_BYTES = 1024 * 1024

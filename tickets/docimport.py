@@ -16,11 +16,11 @@ from pathlib import Path
 
 from django.db import DatabaseError
 
-from .docfiles import DocumentFileError, document_from_file, is_document_file
-from .documents import Change, DocumentIn, publish_change
-from .models import Document
-from .selectors import document_current, documents_imported_from, documents_imported_under
-from .services import document_publish, document_retire
+from tickets.docfiles import DocumentFileError, document_from_file, is_document_file
+from tickets.documents import Change, DocumentIn, publish_change
+from tickets.models import Document
+from tickets.selectors import document_current, documents_imported_from, documents_imported_under
+from tickets.services import document_publish, document_retire
 
 ORIGIN_MAX = Document._meta.get_field("origin").max_length
 

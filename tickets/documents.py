@@ -10,9 +10,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from supportagent.lines import single_line_check
-
-from .models import Document
+from kit.lines import single_line_check
+from tickets.models import Document
 
 CODE_MAX = Document._meta.get_field("code").max_length
 CODE_PATTERN = r"^[A-Z0-9][A-Z0-9_-]*$"  # like DOC-EXPORT-7: capitals, digits, '-' and '_'

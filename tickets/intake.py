@@ -10,7 +10,7 @@ from django.core.validators import validate_email
 from django.db.models import TextChoices
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from supportagent.lines import single_line_check
+from kit.lines import single_line_check
 
 NO_NUL = r"^[^\x00]*$"
 SOURCE = r"^[a-z0-9][a-z0-9-]{0,31}$"  # Ticket.source: a short slug

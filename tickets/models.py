@@ -2,7 +2,7 @@
 from django.contrib.postgres.search import SearchVectorField
 from django.db import IntegrityError, models
 
-from supportagent.lines import validate_single_line
+from kit.lines import validate_single_line
 
 
 class Account(models.Model):

@@ -11,8 +11,8 @@ from django.contrib.postgres.search import SearchQuery, SearchRank
 from django.db import connection
 from django.db.models import F, Q
 
-from .documents import Current
-from .models import Account, CustomerSession, Document, DocumentRevision, Evidence, Job, Service
+from tickets.documents import Current
+from tickets.models import Account, CustomerSession, Document, DocumentRevision, Evidence, Job, Service
 
 
 class Forbidden(Exception):

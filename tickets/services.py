@@ -12,9 +12,10 @@ from django.db.models import Max
 from django.db.models.functions import Length
 from django.utils import timezone
 
-from .documents import Change, Current, DocumentIn, publish_change
-from .intake import SessionIn, TicketIn, ref_candidates
-from .models import Account, CustomerSession, CustomerUser, Document, DocumentRevision, Evidence, Ticket
+from tickets.documents import Change, Current, DocumentIn, publish_change
+from tickets.intake import SessionIn, TicketIn, ref_candidates
+from tickets.models import Account, CustomerSession, CustomerUser, Document, DocumentRevision, Evidence, Ticket
+from tickets.signals import ticket_arrived
 
 
 def evidence_content_hash(*, tool: str, args_key: str, content: str) -> str:
@@ -180,10 +181,11 @@ def _staff_ref_next() -> str:
 
 
 def _investigate_on_commit(ticket: Ticket, requested_by: User | None) -> None:
-    # agentrun builds on tickets; imported here, where it is used, so that neither module imports the other first.
-    from agentrun.staff import investigate_new_ticket
+    transaction.on_commit(
+        lambda: ticket_arrived.send(sender=Ticket, ticket_id=ticket.pk, requested_by=requested_by), robust=True,
+    )
 
-    transaction.on_commit(lambda: investigate_new_ticket(ticket_id=ticket.pk, requested_by=requested_by), robust=True)
+
 # --- documents -------------------------------------------------------------------------
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentrun.webhooks import webhook_threads_settle
+from integrations.webhooks import webhook_threads_settle
 from tests.support.webhooks import Receiver, configure
 
 

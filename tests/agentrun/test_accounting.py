@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import pytest
 
-from agentrun.adapters import ReplayAdapter
-from agentrun.budgets import Budget
-from agentrun.dispatch import Dispatcher
-from agentrun.lookups import UNBOUNDED
-from agentrun.loop import run_advance
-from agentrun.models import ModelRequest, Run, ToolAttempt
-from agentrun.selectors import run_report
-from agentrun.services import run_start
+from engine.budgets import Budget
+from engine.loop import run_advance
+from engine.models import ModelRequest, Run, ToolAttempt
+from engine.selectors import run_report
+from engine.services import run_start
+from providers import ReplayAdapter
+from tools.dispatch import Dispatcher
+from tools.lookups import UNBOUNDED
 
 pytestmark = pytest.mark.usefixtures("settle")
 
@@ -188,7 +188,7 @@ def test_advancing_a_finished_run_again_changes_nothing(play):
 
 
 def test_a_new_run_takes_its_budget_from_settings(ticket_t1001, settings):
-    from agentrun.services import investigation_start
+    from engine.services import investigation_start
 
     settings.AGENT_BUDGET_DEFAULTS = {"max_tool_attempts": 1}
     run = investigation_start(ticket=ticket_t1001)

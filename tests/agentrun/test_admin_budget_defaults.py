@@ -4,9 +4,9 @@ import re
 import pytest
 from django.urls import reverse
 
-from agentrun.config import default_budget
-from agentrun.models import BudgetDefaults
-from agentrun.services import run_start
+from engine.config import default_budget
+from engine.models import BudgetDefaults
+from engine.services import run_start
 
 URL = "admin:agentrun_budgetdefaults_change"
 

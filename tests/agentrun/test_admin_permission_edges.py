@@ -5,7 +5,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from agentrun.models import Approval, BudgetDefaults, Run
+from engine.models import Approval, BudgetDefaults, Run
 from tests.support.staff import client_for, make_runs
 
 MISSING = 987654321

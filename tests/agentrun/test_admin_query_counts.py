@@ -22,7 +22,7 @@ PAGES = [
 @pytest.mark.parametrize("name,url,bound", PAGES, ids=[p[0] for p in PAGES])
 def test_page_queries_stay_bounded(supervisor_client, supervisor_user, demo, django_assert_max_num_queries,
                                    rows, name, url, bound):
-    from agentrun.reviews import packet_review
+    from staff.reviews import packet_review
 
     runs = make_runs(rows)
     for run in runs[: rows // 2]:

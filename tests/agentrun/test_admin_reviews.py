@@ -4,8 +4,8 @@ from datetime import UTC, datetime
 import pytest
 from django.urls import reverse
 
-from agentrun.models import ApiToken, PacketReview, ReviewPacket, StaffPreference
-from agentrun.reviews import packet_review
+from engine.models import ApiToken, PacketReview, ReviewPacket, StaffPreference
+from staff.reviews import packet_review
 from tests.support.staff import make_runs
 
 

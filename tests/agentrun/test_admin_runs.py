@@ -1,7 +1,7 @@
 """Runs in the admin: read-only, filterable; the detail page; cancelling; approvals of sensitive lookups."""
 from django.urls import reverse
 
-from agentrun.models import Approval, Run
+from engine.models import Approval, Run
 from tests.support.staff import client_for, make_runs, make_user
 from tickets.models import Job
 

@@ -1,7 +1,7 @@
 """POST /api/tickets/{ref}/investigations: 202 with the run, Idempotency-Key, refusals that write nothing."""
 import pytest
 
-from agentrun.models import Run, RunRequest
+from engine.models import Run, RunRequest
 from tests.support.staff import bearer, make_runs
 from tickets.models import Ticket
 

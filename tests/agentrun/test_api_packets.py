@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from agentrun.models import PacketReview, ReviewPacket
+from engine.models import PacketReview, ReviewPacket
 from tests.support.staff import bearer, make_runs
 
 

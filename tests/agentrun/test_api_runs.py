@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from agentrun.models import Approval, Run
+from engine.models import Approval, Run
 from tests.support.staff import bearer, make_runs, make_user
 from tickets.models import Job
 

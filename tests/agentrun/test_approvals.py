@@ -6,10 +6,10 @@ import json
 import pytest
 from django.core import checks
 
-from agentrun.checks import APPROVAL_TOO_SHORT, approval_time_check
-from agentrun.models import Approval, Run
-from agentrun.roles import SUPERVISORS
-from agentrun.staff import Refused, do_answer_approval
+from engine.checks import APPROVAL_TOO_SHORT, approval_time_check
+from engine.models import Approval, Run
+from engine.roles import SUPERVISORS
+from staff.access import Refused, do_answer_approval
 from tests.support.staff import bearer, make_user
 from tests.support.webhooks import investigate
 from tests.support.workers import wait_for
@@ -134,7 +134,7 @@ def test_the_project_s_own_defaults_pass_the_check(demo):
 
 
 def test_a_run_that_may_need_approval_gets_the_approval_deadline(demo, settings):
-    from agentrun.services import run_start
+    from engine.services import run_start
     from tickets.models import CustomerSession, Ticket
 
     t1001 = Ticket.objects.get(ref="T-1001")

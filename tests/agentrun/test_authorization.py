@@ -5,12 +5,12 @@ import dataclasses
 
 import pytest
 
-from agentrun.dispatch import Dispatcher
-from agentrun.models import Run
-from agentrun.services import RunError, run_start
-from agentrun.tools import TOOLS
+from engine.models import Run
+from engine.services import RunError, run_start
 from tickets.models import Document, DocumentRevision, Evidence, Ticket
 from tickets.selectors import Forbidden, SessionScope
+from tools.dispatch import Dispatcher
+from tools.registry import TOOLS
 
 pytestmark = pytest.mark.usefixtures("settle")
 

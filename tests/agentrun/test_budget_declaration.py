@@ -7,10 +7,10 @@ import pytest
 from django.db import models
 from pydantic import ValidationError
 
-from agentrun.admin import BudgetDefaultsForm
-from agentrun.api import RunOut
-from agentrun.budgets import Budget, BudgetSchema, budget_limits, budget_schema, limit
-from agentrun.models import BudgetDefaults, override_field
+from engine.budgets import Budget, BudgetSchema, budget_limits, budget_schema, limit
+from engine.models import BudgetDefaults, override_field
+from staff.admin.runs import BudgetDefaultsForm
+from staff.api import RunOut
 
 LIMITS = [f.name for f in fields(Budget) if f.name not in ("input_per_mtok_usd", "output_per_mtok_usd")]
 

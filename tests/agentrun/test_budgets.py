@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from agentrun.budgets import (
+from engine.budgets import (
     Budget,
     BudgetError,
     Usage,
@@ -15,7 +15,7 @@ from agentrun.budgets import (
     check_before_request,
     cost_micros,
 )
-from agentrun.statuses import Status, Stop
+from engine.statuses import Status, Stop
 
 
 def test_defaults_are_the_contracts():

@@ -7,7 +7,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from agentrun.models import Run
+from engine.models import Run
 from tests.support.commands import manage_check
 from tickets.models import Job, Ticket
 

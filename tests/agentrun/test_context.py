@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentrun.context import (
+from providers.context import (
     OMITTED,
     SYSTEM_TEXT,
     AttemptItem,

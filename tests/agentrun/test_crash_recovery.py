@@ -7,15 +7,15 @@ import pytest
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from agentrun import loop
-from agentrun.adapters import ModelResponse, TokenUsage
-from agentrun.loop import run_advance
-from agentrun.models import ModelRequest, Observation, Run
-from agentrun.operations import DispatchOp, ModelOp, OpResult
-from agentrun.selectors import run_report
-from agentrun.services import run_start
-from agentrun.steps import run_begin, run_record
-from agentrun.waiting import Finished
+from engine import loop
+from engine.loop import run_advance
+from engine.models import ModelRequest, Observation, Run
+from engine.operations import DispatchOp, ModelOp, OpResult
+from engine.selectors import run_report
+from engine.services import run_start
+from engine.steps import run_begin, run_record
+from engine.waiting import Finished
+from providers import ModelResponse, TokenUsage
 from tickets.models import Account
 
 pytestmark = pytest.mark.usefixtures("settle")
@@ -91,7 +91,7 @@ def test_a_step_whose_commit_landed_before_its_connection_was_lost_is_kept_and_t
     assert not Observation.objects.filter(run=run, kind=Observation.Kind.DISCARDED).exists()
 
 
-# --- a lost connection: agentrun.loop.on_fresh_connection -----------------------------
+# --- a lost connection: engine.loop.on_fresh_connection -----------------------------
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from agentrun.dashboard import UNKNOWN_TOOL, Period, PeriodError, outcomes, period_parse
-from agentrun.models import ModelRequest
-from agentrun.reviews import packet_review
+from engine.models import ModelRequest
+from staff.dashboard import UNKNOWN_TOOL, Period, PeriodError, outcomes, period_parse
+from staff.reviews import packet_review
 from tests.support.staff import make_runs
 from tickets.models import Ticket
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentrun.budgets import Budget, Usage
-from agentrun.decisions import (
+from engine.budgets import Budget, Usage
+from engine.decisions import (
     AwaitApproval,
     Call,
     CallFacts,
@@ -18,8 +18,8 @@ from agentrun.decisions import (
     normalize_call,
     parse_reply,
 )
-from agentrun.schemas import call_key
-from agentrun.statuses import Detail, Status, Stop
+from engine.statuses import Detail, Status, Stop
+from tools.schemas import call_key
 
 J42 = {"tool": "read_job_status", "args": {"job_id": "J-42"}}
 DOCS = {"tool": "search_docs", "args": {"query": "export"}}

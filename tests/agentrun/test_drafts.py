@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentrun.decisions import Draft, validate_draft
+from engine.decisions import Draft, validate_draft
 
 KNOWN = {"E1", "E2", "E3"}
 

@@ -9,12 +9,12 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.urls import reverse
 
-from agentrun.evaluation import CaseResult, case_result, evaluation_create, evaluation_run
-from agentrun.evaluation_io import NOT_RECORDED
-from agentrun.loop import run_advance
-from agentrun.models import Evaluation, EvaluationCase, ReviewPacket, Run
-from agentrun.reviews import packet_review
-from agentrun.services import run_start
+from engine.loop import run_advance
+from engine.models import Evaluation, EvaluationCase, ReviewPacket, Run
+from engine.services import run_start
+from evaluation.replay import NOT_RECORDED
+from evaluation.services import CaseResult, case_result, evaluation_create, evaluation_run
+from staff.reviews import packet_review
 from tickets.models import Job, Ticket
 
 pytestmark = pytest.mark.usefixtures("settle")

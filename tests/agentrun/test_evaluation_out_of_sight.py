@@ -8,16 +8,16 @@ from datetime import date
 import pytest
 from django.contrib.auth.models import User
 
-from agentrun.approvals import approvals_waiting
-from agentrun.dashboard import Period, outcomes
-from agentrun.evaluation import case_claim, evaluation_create, evaluation_run
-from agentrun.loop import run_advance
-from agentrun.models import Approval, Evaluation, ReviewPacket, Run, WebhookDelivery
-from agentrun.reviews import packet_review
-from agentrun.roles import SUPERVISORS
-from agentrun.selectors import queue_figures
-from agentrun.services import approval_answer, run_start
-from agentrun.statuses import Status
+from engine.approvals import approvals_waiting
+from engine.loop import run_advance
+from engine.models import Approval, Evaluation, ReviewPacket, Run, WebhookDelivery
+from engine.roles import SUPERVISORS
+from engine.selectors import queue_figures
+from engine.services import approval_answer, run_start
+from engine.statuses import Status
+from evaluation.services import case_claim, evaluation_create, evaluation_run
+from staff.dashboard import Period, outcomes
+from staff.reviews import packet_review
 from tests.support.metrics import scrape, value
 from tests.support.staff import bearer, make_user
 from tickets.models import Job, Ticket

@@ -16,13 +16,13 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from agentrun.evaluation import evaluation_create, evaluation_run
-from agentrun.evaluation_tasks import evaluation_enqueue
-from agentrun.loop import run_advance
-from agentrun.models import Evaluation, EvaluationCase, ReviewPacket, Run
-from agentrun.reviews import packet_review
-from agentrun.services import run_start
-from agentrun.statuses import Status
+from engine.loop import run_advance
+from engine.models import Evaluation, EvaluationCase, ReviewPacket, Run
+from engine.services import run_start
+from engine.statuses import Status
+from evaluation.services import evaluation_create, evaluation_run
+from evaluation.tasks import evaluation_enqueue
+from staff.reviews import packet_review
 from supportagent.celery import app as celery_app
 from tests.support.workers import ROOT, Cluster, publishing_to, wait_for
 from tickets.models import Ticket

@@ -6,15 +6,15 @@ import json
 import pytest
 from django.db import transaction
 
-from agentrun.loop import run_advance
-from agentrun.models import Run
-from agentrun.schemas import call_key, canonical_json
-from agentrun.selectors import run_report
-from agentrun.services import run_start
-from agentrun.tools import TOOLS
+from engine.loop import run_advance
+from engine.models import Run
+from engine.selectors import run_report
+from engine.services import run_start
 from tickets.models import Evidence, Ticket
 from tickets.selectors import SessionScope
 from tickets.services import evidence_record
+from tools.registry import TOOLS
+from tools.schemas import call_key, canonical_json
 
 pytestmark = pytest.mark.usefixtures("settle")
 
@@ -191,7 +191,7 @@ class Shown:
     """The replay model, remembering each prompt it is sent, with a fixed prompt overhead."""
 
     def __init__(self, script, overhead=0):
-        from agentrun.adapters import ReplayAdapter
+        from providers import ReplayAdapter
 
         outer = self
 
@@ -218,8 +218,8 @@ def test_the_model_is_shown_each_evidence_item_once(ticket_t1001):
 
 
 def test_the_prompt_fits_the_input_cap_less_the_adapters_overhead(ticket_t1001):
-    from agentrun.budgets import Budget
-    from agentrun.context import utf8_len
+    from engine.budgets import Budget
+    from providers.context import utf8_len
 
     script = [J42, DOCS, EXPORT, draft("E1")]
     budget = Budget.from_mapping({"max_input_tokens": 1500})
@@ -233,7 +233,7 @@ def test_the_prompt_fits_the_input_cap_less_the_adapters_overhead(ticket_t1001):
 def test_a_runs_data_blocks_keep_one_id_of_its_own(ticket_t1001):
     import re
 
-    from agentrun.context import fence_id
+    from providers.context import fence_id
 
     ids = []
     for _ in range(2):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from django.utils.dateparse import parse_datetime
 
-from agentrun.models import ReviewPacket
-from agentrun.services import investigation_start
-from agentrun.timeline import EvidenceView, evidence_for
+from engine.models import ReviewPacket
+from engine.services import investigation_start
+from engine.timeline import EvidenceView, evidence_for
 from tests.support.staff import bearer, client_for
 from tickets.models import Document, DocumentRevision, Ticket
 

@@ -6,12 +6,12 @@ from datetime import UTC, datetime
 import pytest
 from django.urls import reverse
 
-from agentrun.headlines import run_headline, stop_headline, unreached_services
-from agentrun.loop import run_advance
-from agentrun.models import ReviewPacket, Run
-from agentrun.services import approval_answer, investigation_start, run_start
-from agentrun.statuses import Detail, Status
-from agentrun.timeline import packet_of, stop_explanation
+from engine.headlines import run_headline, stop_headline, unreached_services
+from engine.loop import run_advance
+from engine.models import ReviewPacket, Run
+from engine.services import approval_answer, investigation_start, run_start
+from engine.statuses import Detail, Status
+from engine.timeline import packet_of, stop_explanation
 from tests.support.operatorserver import OperatorServer, demo_jobs, statuspage_summary
 from tests.support.staff import bearer, client_for
 from tickets.models import Ticket

@@ -11,19 +11,19 @@ import time
 
 import pytest
 
-from agentrun.httpbackends import http_client
-from agentrun.lookups import Lookup, ToolError
-from agentrun.loop import run_advance
-from agentrun.models import Observation, ReviewPacket, Run, ToolAttempt
-from agentrun.schemas import SERVICES
-from agentrun.selectors import run_report
-from agentrun.services import run_start
-from agentrun.tools import TOOLS
-from agentrun.waiting import operations_settle
+from engine.loop import run_advance
+from engine.models import Observation, ReviewPacket, Run, ToolAttempt
+from engine.selectors import run_report
+from engine.services import run_start
+from engine.waiting import operations_settle
 from tests.support.commands import manage_check
 from tests.support.operatorserver import Answer, OperatorServer, demo_jobs, statuspage_summary
 from tickets.models import Evidence, Service, Ticket
 from tickets.selectors import SessionScope
+from tools.httpbackends import http_client
+from tools.lookups import Lookup, ToolError
+from tools.registry import TOOLS
+from tools.schemas import SERVICES
 
 pytestmark = pytest.mark.usefixtures("settle")
 

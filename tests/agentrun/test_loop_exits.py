@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from agentrun.lookups import UNBOUNDED
-from agentrun.models import Approval, ReviewPacket, Run
-from agentrun.selectors import run_report
-from agentrun.services import approval_answer, run_cancel
+from engine.models import Approval, ReviewPacket, Run
+from engine.selectors import run_report
+from engine.services import approval_answer, run_cancel
 from tickets.models import Evidence, Ticket
+from tools.lookups import UNBOUNDED
 
 pytestmark = pytest.mark.usefixtures("settle")
 
@@ -440,8 +440,8 @@ def test_an_approval_answered_after_the_deadline_changes_nothing(play):
 
 
 def test_cancelling_a_queued_run_ends_it_before_anything_is_spent(ticket_t1001):
-    from agentrun.loop import run_advance
-    from agentrun.services import run_start
+    from engine.loop import run_advance
+    from engine.services import run_start
 
     run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": [J42, draft("E1")]})
     run_cancel(run_id=run.pk)
@@ -451,9 +451,9 @@ def test_cancelling_a_queued_run_ends_it_before_anything_is_spent(ticket_t1001):
 
 
 def test_a_run_cancelled_during_a_dispatch_stops_before_its_next_request(ticket_t1001):
-    from agentrun.dispatch import Dispatcher
-    from agentrun.loop import run_advance
-    from agentrun.services import run_start
+    from engine.loop import run_advance
+    from engine.services import run_start
+    from tools.dispatch import Dispatcher
 
     class CancelWhileDispatching(Dispatcher):
         def dispatch(self, tool, scope, args, index, lookup=UNBOUNDED):
@@ -488,9 +488,9 @@ def test_forbidden_comes_before_asking_for_approval(play):
 
 
 def test_a_validation_error_is_shown_to_the_model_in_its_next_request(ticket_t1001):
-    from agentrun.adapters import ReplayAdapter
-    from agentrun.loop import run_advance
-    from agentrun.services import run_start
+    from engine.loop import run_advance
+    from engine.services import run_start
+    from providers import ReplayAdapter
 
     class Recorder(ReplayAdapter):
         def __init__(self, script):
@@ -516,7 +516,7 @@ def test_a_supervisors_grant_resumes_the_run_and_dispatches_the_call(play):
 
 
 def test_only_a_waiting_run_can_be_answered(play):
-    from agentrun.services import RunError
+    from engine.services import RunError
 
     report = ended(play([{"handoff": "h"}]), "NEEDS_HELP")
     with pytest.raises(RunError):

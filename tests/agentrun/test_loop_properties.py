@@ -22,16 +22,16 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from agentrun.adapters import ReplayAdapter
-from agentrun.budgets import Budget
-from agentrun.lookups import UNBOUNDED
-from agentrun.loop import run_advance
-from agentrun.models import ModelRequest, ReviewPacket, Run, ToolAttempt
-from agentrun.scenarios.harness import FaultyDispatcher
-from agentrun.scenarios.runner import run_rewind_clock
-from agentrun.services import approval_answer, run_start
-from agentrun.statuses import TERMINAL, Status
+from engine.budgets import Budget
+from engine.loop import run_advance
+from engine.models import ModelRequest, ReviewPacket, Run, ToolAttempt
+from engine.services import approval_answer, run_start
+from engine.statuses import TERMINAL, Status
+from providers import ReplayAdapter
+from scenarios.harness import FaultyDispatcher
+from scenarios.runner import run_rewind_clock
 from tickets.models import CustomerSession, Evidence, Ticket
+from tools.lookups import UNBOUNDED
 
 pytestmark = pytest.mark.usefixtures("settle")
 

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from agentrun.adapters import ReplayAdapter
-from agentrun.loop import run_advance
-from agentrun.models import Observation, Run
-from agentrun.selectors import run_report
-from agentrun.services import run_start
+from engine.loop import run_advance
+from engine.models import Observation, Run
+from engine.selectors import run_report
+from engine.services import run_start
+from providers import ReplayAdapter
 from tickets.models import Evidence
 
 pytestmark = pytest.mark.usefixtures("settle")

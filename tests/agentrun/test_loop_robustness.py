@@ -6,14 +6,14 @@ import time
 import pytest
 from django.utils import timezone
 
-from agentrun.adapters import ReplayAdapter
-from agentrun.budgets import Budget, BudgetError
-from agentrun.loop import run_advance
-from agentrun.models import Run
-from agentrun.scenarios.runner import run_rewind_clock
-from agentrun.selectors import run_report
-from agentrun.services import run_cancel, run_start
-from agentrun.statuses import TERMINAL
+from engine.budgets import Budget, BudgetError
+from engine.loop import run_advance
+from engine.models import Run
+from engine.selectors import run_report
+from engine.services import run_cancel, run_start
+from engine.statuses import TERMINAL
+from providers import ReplayAdapter
+from scenarios.runner import run_rewind_clock
 from tickets.models import CustomerSession
 
 pytestmark = pytest.mark.usefixtures("settle")

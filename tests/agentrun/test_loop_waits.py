@@ -1,8 +1,8 @@
 """How the loop waits for an operation: never longer than allowed, never started without time left."""
 import threading
 
-from agentrun.loop import _wait_for
-from agentrun.waiting import Finished, Raised, TimedOut, call_with_timeout, operations_settle
+from engine.loop import _wait_for
+from engine.waiting import Finished, Raised, TimedOut, call_with_timeout, operations_settle
 
 
 def test_an_operation_with_no_time_left_is_never_started():

@@ -10,14 +10,14 @@ from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 
-from agentrun.metrics import model_label, tool_label
-from agentrun.models import ModelRequest, Run, ToolAttempt
-from agentrun.scenarios.runner import run_rewind_clock
-from agentrun.services import run_start
-from agentrun.statuses import Status
-from agentrun.tools import TOOLS
-from agentrun.watchdog import watchdog_pass
+from engine.metrics import model_label, tool_label
+from engine.models import ModelRequest, Run, ToolAttempt
+from engine.services import run_start
+from engine.statuses import Status
+from engine.watchdog import watchdog_pass
+from scenarios.runner import run_rewind_clock
 from tests.support.metrics import grew, label_sets, scrape, value
+from tools.registry import TOOLS
 
 pytestmark = pytest.mark.usefixtures("settle")
 

@@ -14,14 +14,14 @@ from django.core.cache import cache
 from django.db import transaction
 from django.urls import reverse
 
-from agentrun.lookups import UNBOUNDED
-from agentrun.models import EvidenceCheck, PacketReview, ReviewPacket, ToolAttempt
-from agentrun.tools import TOOLS
+from engine.models import EvidenceCheck, PacketReview, ReviewPacket, ToolAttempt
 from tests.support.operatorserver import Answer, OperatorServer, demo_jobs, statuspage_summary
 from tests.support.staff import bearer, client_for, make_runs
 from tickets.models import CustomerSession, DocumentRevision, Evidence, Job
 from tickets.selectors import SessionScope
 from tickets.services import document_publish, document_retire, evidence_record
+from tools.lookups import UNBOUNDED
+from tools.registry import TOOLS
 
 pytestmark = pytest.mark.usefixtures("settle")
 

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from agentrun.decisions import Call
-from agentrun.models import ModelRequest, Observation, ReviewPacket, Run
-from agentrun.refusals import refusal_of_call, refusal_of_calls, refusal_of_denial
-from agentrun.services import investigation_start
-from agentrun.statuses import Detail, Status, Stop
+from engine.decisions import Call
+from engine.models import ModelRequest, Observation, ReviewPacket, Run
+from engine.refusals import refusal_of_call, refusal_of_calls, refusal_of_denial
+from engine.services import investigation_start
+from engine.statuses import Detail, Status, Stop
 from tests.support.staff import bearer
 from tickets.models import Job, Ticket
 

@@ -5,9 +5,8 @@ from django.contrib.auth.password_validation import validate_password
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from agentrun.auth import token_user
-from agentrun.models import ApiToken, PacketReview, Run
-from agentrun.roles import (
+from engine.models import ApiToken, PacketReview, Run
+from engine.roles import (
     INTEGRATIONS,
     KNOWLEDGE_EDITORS,
     ROLES,
@@ -16,7 +15,8 @@ from agentrun.roles import (
     demo_users_setup,
     roles_setup,
 )
-from agentrun.staff import Refused, do_answer_approval, do_cancel, do_investigate, do_review
+from staff.access import Refused, do_answer_approval, do_cancel, do_investigate, do_review
+from staff.auth import token_user
 from tests.support.staff import make_runs
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from agentrun.budgets import Budget
-from agentrun.models import Run
-from agentrun.services import run_start
-from agentrun.steps import STEP_FIELDS
+from engine.budgets import Budget
+from engine.models import Run
+from engine.services import run_start
+from engine.steps import STEP_FIELDS
 from tickets.models import Ticket
 
 pytestmark = pytest.mark.skipif(connection.vendor != "postgresql", reason="a PostgreSQL storage setting")

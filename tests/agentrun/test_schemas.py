@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentrun.decisions import Call, NormalizedCall, normalize_call
-from agentrun.schemas import call_key, canonical_json, normalize_args
-from agentrun.statuses import Detail, Status, Stop
+from engine.decisions import Call, NormalizedCall, normalize_call
+from engine.statuses import Detail, Status, Stop
+from tools.schemas import call_key, canonical_json, normalize_args
 
 
 def normalized(tool, args):

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentrun.budgets import dollars
-from agentrun.sources import cut_excerpt, suspected_injection
+from engine.budgets import dollars
+from kit.sources import cut_excerpt, suspected_injection
 
 
 @pytest.mark.parametrize("text,phrase", [

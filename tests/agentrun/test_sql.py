@@ -1,4 +1,4 @@
-"""agentrun.sql: the named statements read what the ORM reads, and a step's writes go together."""
+"""engine.sql: the named statements read what the ORM reads, and a step's writes go together."""
 from __future__ import annotations
 
 import pytest
@@ -6,10 +6,10 @@ from django.db import IntegrityError, connection, transaction
 from django.db.transaction import TransactionManagementError
 from django.utils import timezone
 
-from agentrun.budgets import Budget
-from agentrun.models import ModelRequest, Observation, Run, ToolAttempt
-from agentrun.services import run_start
-from agentrun.sql import (
+from engine.budgets import Budget
+from engine.models import ModelRequest, Observation, Run, ToolAttempt
+from engine.services import run_start
+from engine.sql import (
     context_rows,
     hold_insert,
     hold_save,

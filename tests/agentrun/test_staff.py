@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from agentrun.models import Approval, Run
+from engine.models import Approval, Run
 from tests.support.staff import bearer, client_for
 from tests.support.webhooks import investigate
 from tickets.models import Job

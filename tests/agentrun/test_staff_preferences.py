@@ -9,8 +9,8 @@ from django.template import Context, Template
 from django.urls import reverse
 from django.utils import timezone
 
-from agentrun.models import StaffPreference, default_time_zone, validate_time_zone
-from agentrun.selectors import staff_time_zone
+from engine.models import StaffPreference, default_time_zone, validate_time_zone
+from engine.selectors import staff_time_zone
 from supportagent.settings import env_time_zone
 from tests.support.staff import client_for, make_runs
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from agentrun.models import PacketReview, ReviewPacket
-from agentrun.reviews import packet_review
-from agentrun.staff import Refused, do_review
+from engine.models import PacketReview, ReviewPacket
+from staff.access import Refused, do_review
+from staff.reviews import packet_review
 from tests.support.staff import make_user
 from tests.support.webhooks import investigate
 from tickets.models import Ticket
@@ -51,7 +51,7 @@ def test_a_superseded_packet_is_not_reviewed(ticket_t1001, staff_user):
 def test_superseding_is_idempotent(ticket_t1001):
     from django.db import transaction
 
-    from agentrun.packets import packets_supersede_later
+    from engine.packets import packets_supersede_later
 
     first, second = investigate(ticket_t1001), investigate(ticket_t1001)
     with transaction.atomic():

@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from agentrun.tools import TOOLS
 from tickets.models import Document, DocumentRevision
 from tickets.selectors import SessionScope
 from tickets.services import document_publish
+from tools.registry import TOOLS
 
 
 @pytest.fixture

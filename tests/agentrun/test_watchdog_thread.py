@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agentrun.models import Run
-from agentrun.watchdog_thread import WatchdogThread, embedded_watchdog_start, embedded_watchdog_stop
+from engine.models import Run
+from engine.watchdog_thread import WatchdogThread, embedded_watchdog_start, embedded_watchdog_stop
 from tests.support.webhooks import investigate
 from tests.support.workers import wait_for
 from tickets.models import Job

@@ -11,11 +11,11 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.db import connection
 
-from agentrun.models import Run, WebhookAttempt, WebhookDelivery
-from agentrun.reviews import packet_review
-from agentrun.services import investigation_start
-from agentrun.statuses import TERMINAL
-from agentrun.webhooks import attempt_outcome, retry_delay, webhook_threads_settle
+from engine.models import Run, WebhookAttempt, WebhookDelivery
+from engine.services import investigation_start
+from engine.statuses import TERMINAL
+from integrations.webhooks import attempt_outcome, retry_delay, webhook_threads_settle
+from staff.reviews import packet_review
 from supportagent.celery import app as celery_app
 from supportagent.settings import packet_webhook
 from tests.support.staff import make_user

@@ -11,13 +11,13 @@ import uuid
 import pytest
 from django.db import connection
 
-from agentrun.models import Approval, Observation, ReviewPacket, Run, ToolAttempt
-from agentrun.scenarios.format import Scenario
-from agentrun.scenarios.probe import probe_read
-from agentrun.scenarios.runner import create_scenario_run
-from agentrun.services import approval_answer, investigation_start
-from agentrun.statuses import TERMINAL, Status
-from agentrun.tasks import advance_run, enqueue_advance, watchdog
+from engine.models import Approval, Observation, ReviewPacket, Run, ToolAttempt
+from engine.services import approval_answer, investigation_start
+from engine.statuses import TERMINAL, Status
+from engine.tasks import advance_run, enqueue_advance, watchdog
+from scenarios.format import Scenario
+from scenarios.probe import probe_read
+from scenarios.runner import create_scenario_run
 from supportagent.celery import app as celery_app
 from tests.support.workers import ROOT, Cluster, broker_down, publishing_to, terminal, wait_for
 from tickets.models import Ticket

@@ -7,8 +7,8 @@ import urllib.request
 
 import pytest
 
-from agentrun.services import investigation_start
-from agentrun.statuses import Status
+from engine.services import investigation_start
+from engine.statuses import Status
 from supportagent.celery import app as celery_app
 from tests.support.metrics import free_port, parse, value
 from tests.support.workers import ROOT, Cluster, publishing_to, terminal, wait_for

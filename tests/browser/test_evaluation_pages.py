@@ -8,12 +8,12 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import expect
 
-from agentrun.evaluation import evaluation_create, evaluation_run
-from agentrun.loop import run_advance
-from agentrun.models import Evaluation, ReviewPacket, Run
-from agentrun.reviews import packet_review
-from agentrun.services import run_start
-from agentrun.statuses import Status
+from engine.loop import run_advance
+from engine.models import Evaluation, ReviewPacket, Run
+from engine.services import run_start
+from engine.statuses import Status
+from evaluation.services import evaluation_create, evaluation_run
+from staff.reviews import packet_review
 from tests.support.staff import PASSWORD
 from tickets.models import Ticket
 

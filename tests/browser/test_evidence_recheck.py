@@ -5,8 +5,8 @@ from django.contrib.auth.models import Group
 from django.core.cache import cache
 from playwright.sync_api import expect
 
-from agentrun.models import PacketReview, Run
-from agentrun.roles import KNOWLEDGE_EDITORS
+from engine.models import PacketReview, Run
+from engine.roles import KNOWLEDGE_EDITORS
 from tests.support.staff import PASSWORD
 from tickets.models import Document, DocumentRevision, Job, Ticket
 

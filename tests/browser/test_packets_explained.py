@@ -2,8 +2,8 @@
 import pytest
 from playwright.sync_api import expect
 
-from agentrun.models import ReviewPacket
-from agentrun.services import investigation_start
+from engine.models import ReviewPacket
+from engine.services import investigation_start
 from tests.support.staff import PASSWORD
 from tickets.models import Ticket
 

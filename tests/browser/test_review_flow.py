@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from agentrun.models import Approval, PacketReview, ReviewPacket, Run, StaffPreference
+from engine.models import Approval, PacketReview, ReviewPacket, Run, StaffPreference
 from tests.support.staff import PASSWORD, make_runs
 from tickets.models import Account, CustomerSession, Job, Ticket
 

@@ -7,8 +7,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from agentrun.models import Approval, ReviewPacket, Run
-from agentrun.services import investigation_start
+from engine.models import Approval, ReviewPacket, Run
+from engine.services import investigation_start
 from tests.support.staff import PASSWORD, make_runs
 from tickets.models import Ticket
 

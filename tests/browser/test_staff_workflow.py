@@ -1,7 +1,7 @@
 """The staff and supervisor workflow in a real browser (Debian's Chromium), with screenshots."""
 from playwright.sync_api import expect
 
-from agentrun.models import PacketReview, Run
+from engine.models import PacketReview, Run
 from tests.support.staff import PASSWORD
 from tickets.models import Job, Ticket
 

@@ -19,11 +19,11 @@ from typing import Any
 
 from django.db import transaction
 
-from agentrun.budgets import Budget
-from agentrun.loop import run_advance
-from agentrun.models import ModelRequest
-from agentrun.selectors import run_report
-from agentrun.services import run_start
+from engine.budgets import Budget
+from engine.loop import run_advance
+from engine.models import ModelRequest
+from engine.selectors import run_report
+from engine.services import run_start
 from tickets.models import Ticket
 from tickets.services import evidence_record
 

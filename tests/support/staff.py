@@ -10,10 +10,10 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.utils import timezone
 
-from agentrun.auth import token_create
-from agentrun.budgets import Budget
-from agentrun.models import ModelRequest, ReviewPacket, Run, ToolAttempt
-from agentrun.statuses import TERMINAL
+from engine.budgets import Budget
+from engine.models import ModelRequest, ReviewPacket, Run, ToolAttempt
+from engine.statuses import TERMINAL
+from staff.auth import token_create
 from tickets.models import Ticket
 
 PASSWORD = "a-long-test-password"

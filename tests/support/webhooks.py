@@ -9,10 +9,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from django.db import connection
 
-from agentrun.budgets import Budget
-from agentrun.loop import run_advance
-from agentrun.models import ReviewPacket, Run
-from agentrun.services import run_start
+from engine.budgets import Budget
+from engine.loop import run_advance
+from engine.models import ReviewPacket, Run
+from engine.services import run_start
 
 SECRET = "whsec-test-0123456789abcdef"
 SITE = "https://support.example.com"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from django.db import connection
 
-from agentrun.models import Run
-from agentrun.statuses import TERMINAL
+from engine.models import Run
+from engine.statuses import TERMINAL
 
 ROOT = Path(__file__).resolve().parents[2]
 CELERY = str(Path(sys.executable).with_name("celery"))

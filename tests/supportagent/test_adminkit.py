@@ -7,7 +7,7 @@ from django.db.models import CharField, DateField, TextField
 from django.test import Client
 from django.urls import reverse
 
-from agentrun.models import BudgetDefaults
+from engine.models import BudgetDefaults
 from tests.support.staff import PASSWORD, make_runs
 
 

@@ -2,7 +2,7 @@
 import pytest
 from django.test import Client
 
-from agentrun.models import Run
+from engine.models import Run
 from tests.support.staff import bearer
 
 PATHS = ["/api/", "/api/nothing", "/api/runs", "/api/runs/1", "/api/runs/abc", "/api/runs/1/cancel",

@@ -1,11 +1,11 @@
-"""Every CSV export writes its cells through supportagent.csvexport: no cell reaches a spreadsheet as a formula."""
+"""Every CSV export writes its cells through kit.csvexport: no cell reaches a spreadsheet as a formula."""
 import csv
 import io
 from decimal import Decimal
 
 import pytest
 
-from supportagent.csvexport import csv_cell, csv_write
+from kit.csvexport import csv_cell, csv_write
 
 
 @pytest.mark.parametrize("value,written", [

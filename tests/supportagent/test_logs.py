@@ -7,8 +7,8 @@ import os
 import subprocess
 import sys
 
-from agentrun.waiting import call_with_timeout
-from supportagent.logs import RUN_CONTEXT, JsonFormatter, RunContextFilter, log_step, run_logging
+from engine.waiting import call_with_timeout
+from kit.logs import RUN_CONTEXT, JsonFormatter, RunContextFilter, log_step, run_logging
 from tests.support import workers
 from tickets.models import Document, Ticket
 

@@ -6,8 +6,8 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
-from agentrun.models import Run, RunRequest
-from agentrun.roles import KNOWLEDGE_EDITORS
+from engine.models import Run, RunRequest
+from engine.roles import KNOWLEDGE_EDITORS
 from tests.support.staff import client_for, make_runs
 from tickets.models import Account, CustomerSession, Document, DocumentRevision, Ticket
 

@@ -8,12 +8,12 @@ from django.core.management.base import CommandError
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agentrun.auth import token_user
-from agentrun.budgets import Budget
-from agentrun.models import Run, RunRequest
-from agentrun.roles import INTEGRATIONS, integration_user_setup
-from agentrun.selectors import run_context
-from agentrun.services import investigation_start
+from engine.budgets import Budget
+from engine.models import Run, RunRequest
+from engine.roles import INTEGRATIONS, integration_user_setup
+from engine.selectors import run_context
+from engine.services import investigation_start
+from staff.auth import token_user
 from tests.support.staff import bearer, make_runs
 from tickets.intake import ref_candidates
 from tickets.models import CustomerSession, CustomerUser, Ticket

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from agentrun.models import ReviewPacket
-from agentrun.services import investigation_start
-from agentrun.timeline import evidence_for
+from engine.models import ReviewPacket
+from engine.services import investigation_start
+from engine.timeline import evidence_for
 from tests.support.staff import client_for
 from tickets.demo import seed_demo
 from tickets.models import Document, DocumentRevision, RevisionFrozen, Ticket

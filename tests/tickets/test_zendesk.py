@@ -15,7 +15,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agentrun.models import Run, RunRequest
+from engine.models import Run, RunRequest
 from tickets.models import CustomerSession, Ticket
 
 SECRET = "dGhlLXdlYmhvb2stc2lnbmluZy1zZWNyZXQ"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import Counter, Histogram
 
-from agentrun import metrics
+from engine import metrics
 
 LABELLED = [m for m in vars(metrics).values() if isinstance(m, Counter | Histogram)]
 

@@ -11,11 +11,11 @@ import logging
 import pytest
 from django.core.management import CommandError, call_command
 
-from agentrun.adapters import PROVIDERS, ModelRequestSpec
-from agentrun.adapters.anthropic_messages import AnthropicMessagesAdapter
-from agentrun.adapters.base import ModelError
-from agentrun.context import OMITTED, SYSTEM_TEXT, Context
-from agentrun.models import ModelRequest, Run
+from engine.models import ModelRequest, Run
+from providers import PROVIDERS, ModelRequestSpec
+from providers.anthropic_messages import AnthropicMessagesAdapter
+from providers.base import ModelError
+from providers.context import OMITTED, SYSTEM_TEXT, Context
 from tests.support.fakeprovider import (
     ANTHROPIC,
     OFFERED,

@@ -11,15 +11,15 @@ import logging
 import pytest
 from django.core.management import CommandError, call_command
 
-from agentrun.adapters import PROVIDERS, ModelRequestSpec
-from agentrun.adapters.base import ModelError
-from agentrun.adapters.openai_chat import OpenAIChatAdapter, request_fields
-from agentrun.budgets import Budget
-from agentrun.context import OMITTED, SYSTEM_TEXT, Context
-from agentrun.loop import run_advance
-from agentrun.models import ModelRequest, Run
-from agentrun.selectors import run_report
-from agentrun.services import run_start
+from engine.budgets import Budget
+from engine.loop import run_advance
+from engine.models import ModelRequest, Run
+from engine.selectors import run_report
+from engine.services import run_start
+from providers import PROVIDERS, ModelRequestSpec
+from providers.base import ModelError
+from providers.context import OMITTED, SYSTEM_TEXT, Context
+from providers.openai_chat import OpenAIChatAdapter, request_fields
 from tests.support.fakeprovider import (
     BUDGET,
     OFFERED,

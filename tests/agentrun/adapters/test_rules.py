@@ -7,8 +7,8 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from agentrun.models import Run
-from agentrun.services import investigation_start
+from engine.models import Run
+from engine.services import investigation_start
 from tickets.models import Evidence
 
 pytestmark = pytest.mark.usefixtures("settle")
@@ -110,7 +110,7 @@ def test_investigate_names_a_missing_ticket(demo_committed):
 
 
 def test_the_readable_packet_of_a_run_that_did_not_complete(play):
-    from agentrun.management.commands.investigate import render_packet
+    from engine.management.commands.investigate import render_packet
 
     report = play([{"call": {"tool": "read_job_status", "args": {"job_id": "J-77"}}}])  # GLOBEX's job
     text = render_packet(report)
@@ -120,9 +120,9 @@ def test_the_readable_packet_of_a_run_that_did_not_complete(play):
 
 
 def test_for_an_unverified_session_the_rules_leave_jobs_as_an_open_question(ticket_t1001, anon_session):
-    from agentrun.loop import run_advance
-    from agentrun.selectors import run_report
-    from agentrun.services import run_start
+    from engine.loop import run_advance
+    from engine.selectors import run_report
+    from engine.services import run_start
 
     run = run_start(ticket=ticket_t1001, session=anon_session, model_name="rules")
     report = run_report(run_id=run_advance(run.pk).pk)

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentrun.adapters.tooldefs import (
+from engine.decisions import Call, DraftProposal, Handoff, Malformed, MultipleCalls, parse_reply
+from providers.context import SYSTEM_TEXT, Context, EvidenceItem, fence_id, fit_context, utf8_len
+from providers.tooldefs import (
     INSTRUCTIONS,
     ToolCall,
     framing_bytes,
@@ -13,9 +15,7 @@ from agentrun.adapters.tooldefs import (
     tool_definitions,
     usage_from,
 )
-from agentrun.context import SYSTEM_TEXT, Context, EvidenceItem, fence_id, fit_context, utf8_len
-from agentrun.decisions import Call, DraftProposal, Handoff, Malformed, MultipleCalls, parse_reply
-from agentrun.schemas import ARG_SCHEMAS
+from tools.schemas import ARG_SCHEMAS
 
 
 def test_exactly_the_dispatch_table_and_two_decisions_are_offered():

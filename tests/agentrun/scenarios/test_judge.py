@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentrun.scenarios.judge import scenario_judge
+from scenarios.judge import scenario_judge
 
 REPORT = {
     "status": "COMPLETED", "detail": None, "model_requests": 3, "tool_attempts": 2, "validation_errors": 0,

@@ -1,5 +1,5 @@
 """A few whole runs through `run_scenario`'s path, one per kind of ending."""
-from agentrun.models import ReviewPacket, Run
+from engine.models import ReviewPacket, Run
 
 J42 = {"call": {"tool": "read_job_status", "args": {"job_id": "J-42"}}}
 DOCS = {"call": {"tool": "search_docs", "args": {"query": "EXPORT_ROLE_REQUIRED"}}}
@@ -24,7 +24,7 @@ def test_every_terminal_run_has_exactly_one_packet(play):
 
 
 def test_investigation_start_runs_inline_without_a_broker(ticket_t1001):
-    from agentrun.services import investigation_start
+    from engine.services import investigation_start
 
     run = investigation_start(ticket=ticket_t1001)
     run.refresh_from_db()

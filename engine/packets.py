@@ -1,0 +1,71 @@
+"""The review packet: what staff review when a run ends. Written once; reviews never edit it."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from engine.decisions import Draft
+from engine.models import ReviewPacket, Run, ToolAttempt
+from engine.signals import packet_written
+from engine.sql import hold_insert, packets_supersede
+from engine.statuses import Stop
+
+
+def packet_write(*, run: Run, stop: Stop, draft: Draft | None, now: datetime,
+                 refused: dict[str, Any] | None = None) -> ReviewPacket:
+    """The packet of a run ending now with `stop`; `draft` when it COMPLETED; `refused`, the
+    proposal it ended on with the staff-only reason (engine.refusals), when it ended on one.
+
+    Evidence: the references the draft cites (each once, in citing order), else
+    every reference the run produced or reused, in order of first appearance.
+    With the packet webhook on, its `packet.written` event is recorded with it
+    (held with the step's writes) and sent after the commit.
+    """
+    packet = ReviewPacket(
+        run_id=run.pk,
+        summary=draft.summary if draft else None,
+        evidence_refs=list(draft.evidence) if draft else list(run.evidence_refs),
+        attempts=_attempts(run),
+        open_questions=list(draft.open_questions) if draft else [],
+        stop_reason=stop.status,
+        detail=stop.detail or "",
+        stop_note=stop.note,
+        refused=refused,
+        budget_spent=budget_spent(run, now),
+        created_at=now,
+    )
+    hold_insert(packet)
+    if run.purpose == Run.Purpose.INVESTIGATION:  # an evaluation's packet is on its own ticket copy, out of the queue
+        packets_supersede_later(run=run, now=now)
+        packet_written.send(sender=ReviewPacket, run=run, packet=packet, now=now)
+    return packet
+
+
+def packets_supersede_later(*, run: Run, now: datetime) -> None:
+    """The ticket's other pending packets leave the queue: each gets a system entry ("superseded",
+    no reviewer) in its review history and the review state superseded (held with the step's writes)."""
+    note = f"Superseded by the packet of run {run.pk}, a newer investigation of the same ticket."
+    packets_supersede(run=run, note=note, now=now)
+
+
+def _attempts(run: Run) -> list[dict[str, Any]]:
+    """The run's attempts in order, each with the evidence it produced."""
+    rows = ToolAttempt.objects.filter(run_id=run.pk).order_by("seq").values_list(
+        "seq", "tool", "args", "outcome", "call_id", "error", "evidence__number")
+    return [
+        {"seq": seq, "tool": tool, "args": args, "outcome": outcome, "call_id": call_id or None,
+         "evidence": f"E{number}" if number is not None else None, "error": error or None}
+        for seq, tool, args, outcome, call_id, error, number in rows
+    ]
+
+
+def budget_spent(run: Run, now: datetime) -> dict[str, Any]:
+    """Each budget as [spent, limit]."""
+    budget = run.get_budget()
+    return {
+        "model_requests": [run.model_requests, budget.max_model_requests],
+        "tool_attempts": [run.tool_attempts, budget.max_tool_attempts],
+        "tokens": [run.tokens_used, budget.max_total_tokens],
+        "cost_micros": [run.cost_used_micros, budget.max_cost_micros],
+        "seconds": [round((now - run.created_at).total_seconds(), 3), budget.deadline_seconds],
+    }

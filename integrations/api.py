@@ -1,0 +1,97 @@
+"""/api/ endpoints that bring tickets in from a help desk (thin: checks, then tickets.services.ticket_intake)."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pydantic
+from django.conf import settings
+from django.utils import timezone
+from ninja import Router, Schema
+from ninja import Status as Reply
+from ninja.errors import ValidationError
+
+from engine.permissions import require
+from integrations.zendesk import SIGNATURE_HEADER, TIMESTAMP_HEADER, zendesk_refusal
+from kit.apierrors import ERRORS, ErrorOut
+from kit.limits import body_size_check
+from kit.refused import Refused
+from tickets.intake import HelpDesk, TicketIn
+from tickets.services import Intake, IntakeError, ticket_intake
+
+router = Router(tags=["intake"])
+
+
+class TicketOut(Schema):
+    ref: str
+    source: str
+    external_id: str
+    account: str
+    session: str
+    subject: str
+    created: bool
+    updated: list[str]
+
+
+def _reply(data: TicketIn, requested_by) -> Reply:
+    try:
+        result: Intake = ticket_intake(data=data, requested_by=requested_by)
+    except IntakeError as exc:
+        raise Refused(exc.code, exc.message, exc.status) from None
+    ticket = result.ticket
+    out: dict[str, Any] = {
+        "ref": ticket.ref, "source": ticket.source, "external_id": ticket.external_id, "account": data.account,
+        "session": data.session.ref, "subject": ticket.subject, "created": result.created,
+        "updated": list(result.updated),
+    }
+    return Reply(201 if result.created else 200, out)
+
+
+@router.post("/tickets", response={200: TicketOut, 201: TicketOut, ERRORS: ErrorOut})
+def intake_ticket(request, payload: TicketIn):
+    """Create a ticket from a help desk (201), or find the one with this source and external id (200) and
+    bring its subject, body and requester up to date. The same request again changes nothing.
+    Integration users (`manage.py create_api_token NAME --integration`)."""
+    require(request.auth, "tickets.add_ticket")
+    require(request.auth, "tickets.change_ticket")
+    return _reply(payload, request.auth)
+
+
+# The body is read (and checked against the signature) in the view; the docs show its shape, POST /tickets's.
+_BODY = {"requestBody": {"required": True,
+                         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/TicketIn"}}}}}
+
+
+@router.post("/intake/zendesk", auth=None, response={200: TicketOut, 201: TicketOut, ERRORS: ErrorOut},
+             openapi_extra=_BODY)
+def intake_zendesk(request):
+    """`POST /api/tickets` for a Zendesk webhook: no token, the request carries Zendesk's signature
+    (`X-Zendesk-Webhook-Signature`, keyed with INTAKE_ZENDESK_SECRET) instead. Nothing is accepted
+    while INTAKE_ZENDESK_SECRET is unset."""
+    secret = settings.INTAKE_ZENDESK_SECRET
+    if not secret:
+        # Never open: with no secret no request can prove it is Zendesk's (401, like a bad signature).
+        raise Refused("intake_not_configured", "Zendesk intake is off: INTAKE_ZENDESK_SECRET is not set.", 401)
+    body_size_check(request)
+    refusal = zendesk_refusal(secret=secret, timestamp=request.headers.get(TIMESTAMP_HEADER, ""),
+                              signature=request.headers.get(SIGNATURE_HEADER, ""), body=request.body,
+                              now=timezone.now())
+    if refusal is not None:
+        raise Refused("bad_signature", f"Not a signed Zendesk request: {refusal}.", 401)
+    data = _parse(request.body)
+    if data.source != HelpDesk.ZENDESK:
+        raise ValidationError([{"loc": ["body", "source"], "msg": "must be 'zendesk' on this endpoint"}])
+    return _reply(data, None)
+
+
+def _parse(body: bytes) -> TicketIn:
+    """The body as a TicketIn: malformed JSON is a 400, a body that does not fit a 422 (as ninja's own)."""
+    try:
+        raw = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise Refused("malformed_json", "The request body is not valid JSON.", 400) from None
+    try:
+        return TicketIn.model_validate(raw)
+    except pydantic.ValidationError as exc:
+        errors = [{"loc": ["body", *e["loc"]], "msg": e["msg"]} for e in exc.errors()]
+        raise ValidationError(errors) from None

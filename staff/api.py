@@ -1,0 +1,388 @@
+"""/api/ endpoints for runs, packets and approvals. Each one goes through staff.access."""
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from django.db.models import QuerySet
+from django.utils import timezone
+from ninja import Field, Header, Path, Query, Router, Schema
+from ninja import Status as Reply
+from pydantic import ConfigDict, field_validator
+
+from engine.approvals import approval_shown
+from engine.budgets import BudgetSchema
+from engine.models import Approval, PacketReview, ReviewPacket, Run, RunRequest
+from engine.statuses import Detail, Status
+from engine.timeline import EvidenceView, StepKind, budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
+from kit.apierrors import ERRORS, ErrorOut
+from staff.access import (
+    access_packet,
+    access_run,
+    access_ticket,
+    do_answer_approval,
+    do_cancel,
+    do_document_publish,
+    do_investigate,
+    do_packet_recheck,
+    do_review,
+    require,
+)
+from staff.recheck import ItemCheck, document_links
+from tickets.documents import CODE_MAX, CODE_PATTERN, Change, DocumentText
+from tools.compare import Outcome
+
+router = Router(tags=["agent"])
+
+MAX_ID = 2**63 - 1
+SAFE_TEXT = r"^[^\x00]*$"
+REF = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$"
+IDEMPOTENCY_KEY = r"^[\x21-\x7e]{1,200}$"  # printable ASCII, no spaces
+
+
+class RunOut(Schema):
+    id: int
+    ticket: str
+    status: Status
+    detail: Detail | None
+    stop_explanation: str
+    model: str
+    requested_by: str | None
+    created_at: datetime
+    deadline_at: datetime
+    ended_at: datetime | None
+    model_requests: int
+    tool_attempts: int
+    tokens_used: int
+    cost_micros: int
+    budget: BudgetSchema
+    packet_id: int | None
+
+
+class StepOut(Schema):
+    kind: StepKind
+    seq: int
+    started_at: datetime
+    finished_at: datetime | None
+    latency_ms: int | None
+    outcome: str
+    what: str
+    reserved_tokens: int | None
+    reserved_cost_micros: int | None
+    input_tokens: int | None
+    output_tokens: int | None
+    charged_tokens: int | None
+    charged_cost_micros: int | None
+    evidence: str | None
+    error: str
+
+
+class RefusedOut(Schema):
+    tool: str | None
+    args: Any
+    id: str | None
+    calls: list[Any] | None = None
+    reason: str = Field(description="Why it was refused, for staff only: the model is not told this.")
+
+
+class BarOut(Schema):
+    label: str
+    used: float
+    limit: float
+    percent: int
+
+
+class ApprovalOut(Schema):
+    id: int
+    tool: str
+    args: dict[str, Any]
+    state: Approval.State
+    reason: str
+    note: str
+    requested_at: datetime
+    decided_by: str
+    decided_at: datetime | None
+
+
+class RunDetailOut(RunOut):
+    subject: str
+    body: str
+    pending_call: dict[str, Any] | None
+    approvals: list[ApprovalOut]
+    timeline: list[StepOut]
+    evidence: list[EvidenceView]
+    budget_bars: list[BarOut]
+
+
+class RunPage(Schema):
+    items: list[RunOut]
+    count: int
+    limit: int
+    offset: int
+
+
+class ReviewOut(Schema):
+    id: int
+    packet_id: int
+    reviewer: str | None = Field(description="Empty (null) for a system entry: a packet superseded by a newer one.")
+    decision: PacketReview.Decision
+    note: str
+    acknowledged_changed_evidence: bool
+    changed_evidence: list[str]
+    created_at: datetime
+
+
+class DifferenceOut(Schema):
+    field: str
+    old: str
+    new: str
+    text: str
+    document: str | None
+    link: str | None
+
+
+class EvidenceCheckOut(Schema):
+    ref: str
+    result: Outcome
+    label: str
+    reason: str
+    differences: list[DifferenceOut]
+    checked_at: datetime
+    reused: bool
+
+
+class PacketOut(Schema):
+    id: int
+    run_id: int
+    ticket: str
+    subject: str
+    body: str
+    summary: str | None
+    evidence: list[EvidenceView]
+    attempts: list[dict[str, Any]]
+    open_questions: list[str]
+    stop_reason: Status
+    detail: Detail | None
+    stop_explanation: str
+    refused: RefusedOut | None = Field(description="The proposal the run ended on, when it ended on one.")
+    budget_spent: dict[str, Any]
+    review_state: ReviewPacket.ReviewState
+    reviews: list[ReviewOut]
+    created_at: datetime
+    evidence_checks: list[EvidenceCheckOut]
+    approvals: list[ApprovalOut]
+
+
+class StrictIn(Schema):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ReviewIn(StrictIn):
+    decision: Literal[tuple(PacketReview.Action.values)]
+    note: str = Field("", max_length=2000, pattern=SAFE_TEXT)
+    acknowledge_changed_evidence: bool = False
+    change_decision: bool = Field(False, description="A new decision on a reviewed packet, on purpose (needs a note).")
+
+
+class ApprovalIn(StrictIn):
+    decision: Literal[tuple(Approval.Answer.values)]
+    reason: str = Field("", max_length=2000, pattern=SAFE_TEXT,
+                        description="Why the call is denied (optional); kept on the approval and shown in the packet.")
+
+
+class RunFilters(Schema):
+    status: Status | None = None
+    detail: Detail | None = None
+    model: str | None = Field(None, max_length=120, pattern=SAFE_TEXT)
+    ticket: str | None = Field(None, pattern=REF)
+    since: datetime | None = None
+    until: datetime | None = None
+    purpose: Run.Purpose = Field(Run.Purpose.INVESTIGATION,
+                                 description="investigation (the default) or evaluation: a candidate model's runs")
+    limit: int = Field(20, ge=1, le=100)
+    offset: int = Field(0, ge=0, le=1_000_000)
+
+    @field_validator("since", "until")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        """Compare in UTC; a naive time is UTC. Years outside 1970-9998 cannot match a run."""
+        if value is None:
+            return None
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value
+        if not 1970 <= value.year <= 9998:
+            raise ValueError("the year must be between 1970 and 9998")
+        return value.astimezone(UTC)
+
+
+# --- shapes ----------------------------------------------------------------------
+
+
+def run_out(run: Run) -> dict[str, Any]:
+    packet = packet_of(run)
+    request = getattr(run, "request", None)  # RelatedObjectDoesNotExist is an AttributeError
+    return {
+        "id": run.pk, "ticket": run.ticket.ref, "status": run.status, "detail": run.detail or None,
+        "stop_explanation": stop_explanation(run.status, run.detail, run.stop_note, model_name=run.model_name),
+        "model": run.model_name,
+        "requested_by": request.requested_by.get_username() if request and request.requested_by else None,
+        "created_at": run.created_at, "deadline_at": run.deadline_at, "ended_at": run.ended_at,
+        "model_requests": run.model_requests, "tool_attempts": run.tool_attempts,
+        "tokens_used": run.tokens_used, "cost_micros": run.cost_used_micros, "budget": run.budget,
+        "packet_id": packet.pk if packet else None,
+    }
+
+
+def run_detail_out(run: Run) -> dict[str, Any]:
+    return {
+        **run_out(run),
+        "subject": run.subject, "body": run.body,  # the ticket's text as the run was shown it
+        "pending_call": run.pending_call,
+        "approvals": approvals_out(run),
+        "timeline": [s.as_dict() for s in run_timeline(run=run)],
+        "evidence": evidence_for(ticket_id=run.ticket_id, refs=list(run.evidence_refs)),
+        "budget_bars": [b.as_dict() for b in budget_bars(run=run)],
+    }
+
+
+def approvals_out(run: Run) -> list[dict[str, Any]]:
+    """A run's approvals; a pending one whose run has ended or passed its deadline is shown expired."""
+    now = timezone.now()
+    return [{"id": a.pk, "tool": a.tool, "args": a.args, "state": approval_shown(a, run, now).state_shown,
+             "reason": a.reason, "note": a.note, "requested_at": a.requested_at, "decided_by": a.decided_by,
+             "decided_at": a.decided_at} for a in run.approvals.all()]
+
+
+def review_out(review: PacketReview) -> dict[str, Any]:
+    reviewer = review.reviewer.get_username() if review.reviewer else None
+    return {"id": review.pk, "packet_id": review.packet_id, "reviewer": reviewer,
+            "decision": review.decision, "note": review.note,
+            "acknowledged_changed_evidence": review.acknowledged_changed_evidence,
+            "changed_evidence": review.changed_evidence, "created_at": review.created_at}
+
+
+def packet_out(packet: ReviewPacket, checks: list[ItemCheck]) -> dict[str, Any]:
+    """The packet, with `checks` (staff.recheck.ItemCheck) of its evidence as they read now."""
+    run = packet.run
+    links = document_links(checks)
+    reviews = packet.reviews.select_related("reviewer").order_by("created_at", "id")
+    return {
+        "id": packet.pk, "run_id": run.pk, "ticket": run.ticket.ref,
+        "subject": run.subject, "body": run.body, "summary": packet.summary,
+        "evidence": evidence_for(ticket_id=run.ticket_id, refs=list(packet.evidence_refs)),
+        "attempts": packet.attempts, "open_questions": packet.open_questions,
+        "stop_reason": packet.stop_reason, "detail": packet.detail or None,
+        "stop_explanation": stop_explanation(
+            packet.stop_reason, packet.detail, packet.stop_note, model_name=run.model_name
+        ),
+        "refused": packet.refused, "budget_spent": packet.budget_spent, "review_state": packet.review_state,
+        "reviews": [review_out(r) for r in reviews], "created_at": packet.created_at,
+        "evidence_checks": [c.as_dict(links) for c in checks],
+        "approvals": approvals_out(run),
+    }
+
+
+def runs_filtered(f: RunFilters) -> QuerySet[Run]:
+    runs = Run.objects.select_related("ticket", "packet", "request__requested_by").order_by("-created_at", "-id")
+    runs = runs.filter(purpose=f.purpose)
+    if f.status:
+        runs = runs.filter(status=f.status)
+    if f.detail:
+        runs = runs.filter(detail=f.detail)
+    if f.model:
+        runs = runs.filter(model_name=f.model)
+    if f.ticket:
+        runs = runs.filter(ticket__ref=f.ticket)
+    if f.since:
+        runs = runs.filter(created_at__gte=f.since)
+    if f.until:
+        runs = runs.filter(created_at__lt=f.until)
+    return runs
+
+
+# --- endpoints -------------------------------------------------------------------
+
+IdPath = Path(..., ge=1, le=MAX_ID)
+
+
+@router.post("/tickets/{ref}/investigations", response={202: RunOut, ERRORS: ErrorOut})
+def start_investigation(
+    request,
+    ref: str = Path(..., pattern=REF),
+    idempotency_key: str | None = Header(None, alias="Idempotency-Key", pattern=IDEMPOTENCY_KEY),
+):
+    """Start an investigation of the ticket. A retry with the same `Idempotency-Key` returns the same run."""
+    ticket = access_ticket(user=request.auth, ref=ref)
+    run, _created = do_investigate(user=request.auth, ticket=ticket, via=RunRequest.Via.API, idempotency_key=idempotency_key or "")
+    return Reply(202, run_out(access_run(user=request.auth, run_id=run.pk)))
+
+
+@router.get("/runs", response={200: RunPage, ERRORS: ErrorOut})
+def list_runs(request, filters: Query[RunFilters]):
+    """Runs, newest first, filtered and paginated (`limit`, `offset`)."""
+    require(request.auth, "agentrun.view_run")
+    runs = runs_filtered(filters)
+    page = list(runs[filters.offset : filters.offset + filters.limit])
+    return {"items": [run_out(r) for r in page], "count": runs.count(), "limit": filters.limit,
+            "offset": filters.offset}
+
+
+@router.get("/runs/{run_id}", response={200: RunDetailOut, ERRORS: ErrorOut})
+def get_run(request, run_id: int = IdPath):
+    """A run with its timeline of model requests and tool attempts, its evidence and budget use."""
+    return run_detail_out(access_run(user=request.auth, run_id=run_id))
+
+
+@router.post("/runs/{run_id}/cancel", response={200: RunOut, ERRORS: ErrorOut})
+def cancel_run(request, run_id: int = IdPath):
+    """Cancel a run (supervisors, or whoever started it). A run in the middle of an operation stops before its next one."""
+    do_cancel(user=request.auth, run_id=run_id)
+    return run_out(access_run(user=request.auth, run_id=run_id))
+
+
+@router.post("/runs/{run_id}/approval", response={200: RunOut, ERRORS: ErrorOut})
+def answer_approval(request, payload: ApprovalIn, run_id: int = IdPath):
+    """Grant or deny the call a run waits on (supervisors). After the deadline it changes nothing."""
+    do_answer_approval(user=request.auth, run_id=run_id, grant=payload.decision == Approval.Answer.GRANT, note=payload.reason)
+    return run_out(access_run(user=request.auth, run_id=run_id))
+
+
+@router.get("/packets/{packet_id}", response={200: PacketOut, ERRORS: ErrorOut})
+def get_packet(request, packet_id: int = IdPath):
+    """A review packet with its cited evidence inline, each item re-checked against its source now, and its
+    review history."""
+    packet = access_packet(user=request.auth, packet_id=packet_id)
+    return packet_out(packet, do_packet_recheck(user=request.auth, packet=packet))
+
+
+@router.post("/packets/{packet_id}/review", response={200: ReviewOut, 201: ReviewOut, ERRORS: ErrorOut})
+def review_packet(request, payload: ReviewIn, packet_id: int = IdPath):
+    """Accept or reject a packet; a rejection needs a note. An acceptance re-reads every cited item now: one that
+    changed or is gone needs `acknowledge_changed_evidence: true` (409 `evidence_changed` otherwise). A reviewed
+    packet keeps its decision: the same reviewer's same decision again answers 200 with the review already
+    recorded; another decision is 409 `already_reviewed` unless `change_decision: true` with a note. Reviews are
+    appended, never edited."""
+    decision = PacketReview.Action(payload.decision).decision
+    review, created = do_review(user=request.auth, packet_id=packet_id, decision=decision, note=payload.note,
+                                acknowledge_changed_evidence=payload.acknowledge_changed_evidence,
+                                change_decision=payload.change_decision)
+    return Reply(201 if created else 200, review_out(PacketReview.objects.select_related("reviewer").get(pk=review.pk)))
+
+
+# --- documents from a knowledge base ------------------------------------------------------
+
+
+class PublishOut(Schema):
+    code: str
+    revision: str
+    change: Change
+    new_revision: bool
+
+
+@router.put("/documents/{code}", tags=["documents"], response={frozenset({200, 201}): PublishOut, ERRORS: ErrorOut})
+def put_document(request, payload: DocumentText, code: str = Path(..., pattern=CODE_PATTERN, max_length=CODE_MAX)):
+    """Publish a revision of document `code` (201 when the document is new). The same text, title and
+    visibility again make no revision (`new_revision` false)."""
+    outcome = do_document_publish(user=request.auth, code=code, text=payload)
+    out = {"code": outcome.code, "revision": outcome.revision, "change": outcome.change,
+           "new_revision": outcome.new_revision}
+    return Reply(201 if outcome.change is Change.ADDED else 200, out)
