@@ -47,7 +47,7 @@ log = logging.getLogger("agentrun")
 
 EventType = WebhookDelivery.EventType
 SIGNATURE_HEADER = "X-Supportagent-Signature"
-DELIVER_WEBHOOK_TASK = "agentrun.deliver_webhook"  # the task (engine.tasks) that sends one delivery
+DELIVER_WEBHOOK_TASK = "agentrun.deliver_webhook"  # the task (integrations.tasks) that sends one delivery
 # A sender holds a delivery for its request's timeout and this much more.
 CLAIM_MARGIN_SECONDS = 10.0
 Outcome = WebhookAttempt.Outcome
@@ -305,7 +305,7 @@ def webhook_enqueue(event_id: str) -> None:
         _send_in_background(event_id)
         return
     try:
-        celery_app.send_task(DELIVER_WEBHOOK_TASK, (event_id,))  # by name: engine.tasks imports this module
+        celery_app.send_task(DELIVER_WEBHOOK_TASK, (event_id,))  # by name: integrations.tasks imports this module
     except BrokerUnavailable as exc:
         log.error("packet webhook %s is saved but could not be enqueued, the broker did not answer (%s);"
                   " manage.py deliver_webhooks sends it", event_id, exc)
