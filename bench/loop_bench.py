@@ -293,7 +293,7 @@ def pool_max(threads: int) -> int:
 
 
 class Workers:
-    """`processes` Celery worker processes on one queue, as the README runs them: one per core, threads in each.
+    """`processes` Celery worker processes on one queue, as docs/production/deployment.md runs them: one per core, threads in each.
 
     `app` is the Celery app they run: the project's, or the floor's (bench/floor_worker.py).
     """

@@ -88,7 +88,7 @@ TRIES_LEFT_SHOWN_AFTER = 3
 
 def admin_login(request):
     """The admin's login page; after the third failed try in a row it also says how many are left
-    before django-axes refuses logins as that user from this address (README: Admin hardening)."""
+    before django-axes refuses logins as that user from this address (docs/staff/hardening.md)."""
     response = admin.site.login(request)
     if request.method != "POST" or getattr(response, "context_data", None) is None:
         return response

@@ -1,4 +1,4 @@
-"""The operators' endpoints: /healthz, /readyz and /metrics (README: Monitoring).
+"""The operators' endpoints: /healthz, /readyz and /metrics (docs/production/monitoring.md).
 
 Served by OpsMiddleware, first in the chain, before anything reads the Host
 header or redirects to HTTPS: load balancers and Prometheus reach a process by

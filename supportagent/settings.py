@@ -287,7 +287,7 @@ def env_cache(name: str, fallback: str) -> dict:
 
 
 CACHES = {"default": env_cache("AGENT_CACHE_URL", CELERY_BROKER_URL)}
-# Evidence re-checked at review time (README): the time all of a packet's re-reads may take together,
+# Evidence re-checked at review time (docs/staff/recheck.md): the time all of a packet's re-reads may take together,
 # and how long a re-check is reused (a page reloaded within it reads nothing again).
 AGENT_RECHECK_TIMEOUT = env_float("AGENT_RECHECK_TIMEOUT", 3.0)
 AGENT_RECHECK_REUSE_SECONDS = env_int("AGENT_RECHECK_REUSE_SECONDS", 60)
@@ -433,7 +433,7 @@ def env_token(name: str) -> str:
     return token
 
 
-# Monitoring (README: Monitoring). Metrics are counted unless AGENT_METRICS is off; /metrics on the web
+# Monitoring (docs/production/monitoring.md). Metrics are counted unless AGENT_METRICS is off; /metrics on the web
 # process answers the listed addresses, or anyone with the bearer token; each worker process serves its
 # own on AGENT_METRICS_PORT (0: none) at AGENT_METRICS_BIND.
 AGENT_METRICS = env_bool("AGENT_METRICS", True)

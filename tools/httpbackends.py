@@ -57,7 +57,7 @@ class Reply(BaseModel):
 
 
 class JobReply(Reply):
-    """The job endpoint's reply (README: "Your job and status services")."""
+    """The job endpoint's reply (docs/help-desks/services.md)."""
 
     job_id: str
     account: str

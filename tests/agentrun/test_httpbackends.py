@@ -124,7 +124,7 @@ def test_every_service_reads_the_same_from_the_status_page_as_from_the_database(
 
 
 def test_a_job_is_read_with_the_account_and_the_credential_and_kept_as_evidence(play, http_backends):
-    assert http_backends.jobs["J-42"] == J42_REPLY  # the reply schema the README documents
+    assert http_backends.jobs["J-42"] == J42_REPLY  # the reply schema docs/help-desks/services.md documents
     report = play([J42, draft("E1")])
     assert (report["status"], dispatched(report)) == ("COMPLETED", [("read_job_status", "ok")])
     [request] = http_backends.received

@@ -24,7 +24,7 @@ from tests.support.workers import Cluster, broker_down, publishing_to, wait_for
 
 
 def verify(secret: str, header: str, body: bytes, tolerance: int = 300) -> bool:
-    """What a receiver does (the README's snippet): recompute the HMAC over "<t>.<body>", compare in constant time."""
+    """What a receiver does (the snippet in docs/help-desks/notifications.md): recompute the HMAC over "<t>.<body>", compare in constant time."""
     fields = dict(part.split("=", 1) for part in header.split(","))
     timestamp, signature = fields["t"], fields["v1"]
     if abs(time.time() - int(timestamp)) > tolerance:

@@ -1,4 +1,4 @@
-"""The benchmark runs end to end (on small numbers) and prints the figures the README promises."""
+"""The benchmark runs end to end (on small numbers) and prints the figures docs/development/benchmark.md promises."""
 from __future__ import annotations
 
 import json
@@ -36,7 +36,7 @@ def bench(server: str, *args: str, timeout: float, **extra: str) -> subprocess.C
 
 
 def test_the_benchmark_prints_its_figures_as_json(server):
-    # As the README's production section exports it: the runs and the workers meet on this broker.
+    # As docs/production/deployment.md exports it: the runs and the workers meet on this broker.
     done = bench(server, "--json", "--runs", "3", "--concurrency-runs", "24", "--concurrency", "4", "--rounds", "1",
                  "--memory-runs", "110", "--inflight-runs", "4", "--inflight-levels", "4", timeout=600,
                  CELERY_BROKER_URL="redis://127.0.0.1:6379/2")

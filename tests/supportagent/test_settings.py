@@ -1,5 +1,5 @@
 """Production settings: HTTPS switches read from the environment, a weak secret key refused, and
-`check --deploy` clean under the README's production environment."""
+`check --deploy` clean under the production environment the docs give (docs/production/deployment.md)."""
 import json
 import os
 import re
@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+DEPLOYMENT = ROOT / "docs" / "production" / "deployment.md"
+SETTINGS_TABLE = ROOT / "docs" / "production" / "settings.md"
 STRONG_KEY = secrets.token_urlsafe(50)
 SHOWN = ["SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS",
          "SECURE_HSTS_INCLUDE_SUBDOMAINS", "SECURE_HSTS_PRELOAD", "SECURE_PROXY_SSL_HEADER"]
@@ -36,9 +38,9 @@ def _settings(**extra: str) -> dict:
     return json.loads(done.stdout)
 
 
-def readme_production_environment() -> dict[str, str]:
-    """The variables the README's production section exports, with a real key where it says `...`."""
-    section = (ROOT / "README.md").read_text().split("## Production", 1)[1].split("\n## ", 1)[0]
+def documented_production_environment() -> dict[str, str]:
+    """The variables the deployment page exports before its first section, with a real key where it says `...`."""
+    section = DEPLOYMENT.read_text().split("\n## ", 1)[0]
     values = {}
     for line in section.splitlines():
         match = re.match(r"\s+export (.*?)(\s+#.*)?$", line)
@@ -48,16 +50,16 @@ def readme_production_environment() -> dict[str, str]:
     return {k: (STRONG_KEY if v == "..." else v) for k, v in values.items()}
 
 
-def test_check_deploy_is_clean_under_the_readmes_production_environment():
-    done = _manage("check", "--deploy", "--fail-level", "WARNING", env=_environment(**readme_production_environment()))
+def test_check_deploy_is_clean_under_the_documented_production_environment():
+    done = _manage("check", "--deploy", "--fail-level", "WARNING", env=_environment(**documented_production_environment()))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no issues" in done.stdout
 
 
 def test_check_deploy_is_clean_with_the_demo_data_seeded(tmp_path):
     """The demo data has a sensitive job (calls may need approval): the defaults still pass agentrun.W001."""
-    env = _environment(**readme_production_environment(), SUPPORTAGENT_VAR_DIR=str(tmp_path))
-    del env["DATABASE_URL"]  # the README's host is an example: a database file of this test's own
+    env = _environment(**documented_production_environment(), SUPPORTAGENT_VAR_DIR=str(tmp_path))
+    del env["DATABASE_URL"]  # the documented host is an example: a database file of this test's own
     for command in (("migrate", "--no-input", "-v0"), ("seed_demo",)):
         done = _manage(*command, env=env)
         assert done.returncode == 0 and "WARNING" not in done.stderr, done.stdout + done.stderr
@@ -124,7 +126,7 @@ SIGNING = {"INTAKE_ZENDESK_SECRET": {},
 @pytest.mark.parametrize("name", SIGNING)
 def test_check_deploy_refuses_a_signing_secret_shorter_than_24_characters(name):
     short = "s3cr3t-" + "x" * 16  # 23 characters
-    env = _environment(**readme_production_environment(), **SIGNING[name], **{name: short})
+    env = _environment(**documented_production_environment(), **SIGNING[name], **{name: short})
     done = _manage("check", "--deploy", env=env)
     assert done.returncode != 0
     assert "agentrun.E001" in done.stderr and name in done.stderr and short not in done.stdout + done.stderr
@@ -132,7 +134,7 @@ def test_check_deploy_refuses_a_signing_secret_shorter_than_24_characters(name):
 
 @pytest.mark.parametrize("name", SIGNING)
 def test_check_deploy_takes_a_signing_secret_of_24_characters(name):
-    env = _environment(**readme_production_environment(), **SIGNING[name], **{name: secrets.token_urlsafe(18)})
+    env = _environment(**documented_production_environment(), **SIGNING[name], **{name: secrets.token_urlsafe(18)})
     done = _manage("check", "--deploy", "--fail-level", "WARNING", env=env)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -146,3 +148,16 @@ def test_a_header_setting_of_more_than_one_line_is_refused(monkeypatch, separato
     monkeypatch.setenv("SA_TEST_HEADER", f"Authorization: Bearer abc{separator}X-Other: 1")
     with pytest.raises(ImproperlyConfigured, match="must be one line"):
         env_header("SA_TEST_HEADER")
+
+
+def environment_variables_read() -> set[str]:
+    """The names supportagent/settings.py reads from the environment (through its env_* helpers or os.environ)."""
+    source = (ROOT / "supportagent" / "settings.py").read_text()
+    return set(re.findall(r"(?:env_[a-z_]+|os\.environ\.get|os\.environ\[)\(?\s*\"([A-Z][A-Z0-9_]+)\"", source))
+
+
+def test_every_variable_the_settings_read_is_in_the_settings_table():
+    read = environment_variables_read()
+    assert {"DATABASE_URL", "SUPPORTAGENT_VAR_DIR", "AGENT_LOG_PROMPTS", "INTAKE_ZENDESK_SECRET"} <= read  # the scan sees
+    documented = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", SETTINGS_TABLE.read_text()))
+    assert sorted(read - documented) == []

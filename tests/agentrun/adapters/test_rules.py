@@ -1,4 +1,4 @@
-"""The default rules model investigates T-1001 end to end (issue 2, README demo)."""
+"""The default rules model investigates T-1001 end to end (issue 2, the README's demo)."""
 from __future__ import annotations
 
 import json
