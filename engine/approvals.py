@@ -23,6 +23,7 @@ from kombu.exceptions import OperationalError as BrokerUnavailable
 from engine.models import Approval, Run
 from engine.roles import SUPERVISORS
 from engine.signals import approval_asked
+from engine.sql import StepWrites
 from engine.statuses import Status
 
 log = logging.getLogger("agentrun")
@@ -127,13 +128,13 @@ def approval_notify(*, approval_id: int) -> int:
         return 0
 
 
-def approval_notify_later(*, run: Run, approval: Approval, now: datetime) -> None:
+def approval_notify_later(*, run: Run, approval: Approval, now: datetime, writes: StepWrites) -> None:
     """Within the step that asks for `approval`: the `approval.waiting` event is recorded with the
     step's writes (packet webhook on), and the e-mail goes from a worker once the step commits.
     Neither for an evaluation's run: nobody is asked, the evaluation answers as the original run was answered."""
     if run.purpose != Run.Purpose.INVESTIGATION:
         return
-    approval_asked.send(sender=Approval, run=run, approval=approval, now=now)
+    approval_asked.send(sender=Approval, run=run, approval=approval, now=now, writes=writes)
     transaction.on_commit(partial(_enqueue_notify, approval.pk))
 
 

@@ -1,6 +1,7 @@
 """Runs and what they spent. Counters and statuses are written only by engine.services."""
 from __future__ import annotations
 
+import copy
 import zoneinfo
 from functools import cache
 
@@ -69,6 +70,36 @@ class Run(models.Model):
     def __str__(self) -> str:
         return f"run {self.pk} on {self.ticket_id}"
 
+    @classmethod
+    def from_db(cls, db, field_names, values):
+        """A run as read, keeping a copy of what was read: a step writes what it changed (`fields_changed`)."""
+        run = super().from_db(db, field_names, values)
+        run._loaded_values = {name: copy.deepcopy(value) for name, value in zip(field_names, values, strict=True)
+                              if value is not models.DEFERRED}
+        return run
+
+    def fields_changed(self) -> list[str]:
+        """The fields set to another value since the run was read or last saved (`fields_saved`): what a
+        step writes, so that no field a step sets can be left out. Every field, for a run never read."""
+        loaded = self.__dict__.get("_loaded_values")
+        if loaded is None:
+            return [f.name for f in _run_fields() if not f.primary_key]
+        return [f.name for f in _run_fields()
+                if f.attname in self.__dict__ and (f.attname not in loaded or loaded[f.attname] != self.__dict__[f.attname])]
+
+    def fields_saved(self, names: list[str]) -> None:
+        """The named fields are written as they are now (held with the step's writes, which commit or fail with it)."""
+        loaded = self.__dict__.setdefault("_loaded_values", {})
+        for name in names:
+            attname = self._meta.get_field(name).attname
+            loaded[attname] = copy.deepcopy(self.__dict__[attname])
+
+    def fields_read(self, **values) -> None:
+        """Values just read from the database: set, and known as stored."""
+        for name, value in values.items():
+            setattr(self, name, value)
+        self.fields_saved(list(values))
+
     @property
     def is_active(self) -> bool:
         return self.status in ACTIVE
@@ -92,6 +123,12 @@ class Run(models.Model):
 
     def time_left(self, now=None) -> float:
         return (self.deadline_at - (now or timezone.now())).total_seconds()
+
+
+@cache
+def _run_fields() -> tuple[models.Field, ...]:
+    """The run's fields with a column of their own."""
+    return tuple(f for f in Run._meta.get_fields() if f.concrete and not f.many_to_many)
 
 
 class ModelRequest(models.Model):

@@ -7,11 +7,11 @@ from typing import Any
 from engine.decisions import Draft
 from engine.models import ReviewPacket, Run, ToolAttempt
 from engine.signals import packet_written
-from engine.sql import hold_insert, packets_supersede
+from engine.sql import StepWrites, packets_supersede
 from engine.statuses import Stop
 
 
-def packet_write(*, run: Run, stop: Stop, draft: Draft | None, now: datetime,
+def packet_write(*, run: Run, stop: Stop, draft: Draft | None, now: datetime, writes: StepWrites,
                  refused: dict[str, Any] | None = None) -> ReviewPacket:
     """The packet of a run ending now with `stop`; `draft` when it COMPLETED; `refused`, the
     proposal it ended on with the staff-only reason (engine.refusals), when it ended on one.
@@ -19,8 +19,11 @@ def packet_write(*, run: Run, stop: Stop, draft: Draft | None, now: datetime,
     Evidence: the references the draft cites (each once, in citing order), else
     every reference the run produced or reused, in order of first appearance.
     With the packet webhook on, its `packet.written` event is recorded with it
-    (held with the step's writes) and sent after the commit.
+    (held with the step's writes) and sent after the commit. The packet lists
+    the attempts as this step settled them: what the step holds is sent first
+    (nothing, when the step settled a model request).
     """
+    writes.send()
     packet = ReviewPacket(
         run_id=run.pk,
         summary=draft.summary if draft else None,
@@ -34,18 +37,18 @@ def packet_write(*, run: Run, stop: Stop, draft: Draft | None, now: datetime,
         budget_spent=budget_spent(run, now),
         created_at=now,
     )
-    hold_insert(packet)
+    writes.insert(packet)
     if run.purpose == Run.Purpose.INVESTIGATION:  # an evaluation's packet is on its own ticket copy, out of the queue
-        packets_supersede_later(run=run, now=now)
-        packet_written.send(sender=ReviewPacket, run=run, packet=packet, now=now)
+        packets_supersede_later(run=run, now=now, writes=writes)
+        packet_written.send(sender=ReviewPacket, run=run, packet=packet, now=now, writes=writes)
     return packet
 
 
-def packets_supersede_later(*, run: Run, now: datetime) -> None:
+def packets_supersede_later(*, run: Run, now: datetime, writes: StepWrites) -> None:
     """The ticket's other pending packets leave the queue: each gets a system entry ("superseded",
     no reviewer) in its review history and the review state superseded (held with the step's writes)."""
     note = f"Superseded by the packet of run {run.pk}, a newer investigation of the same ticket."
-    packets_supersede(run=run, note=note, now=now)
+    packets_supersede(run=run, note=note, now=now, writes=writes)
 
 
 def _attempts(run: Run) -> list[dict[str, Any]]:

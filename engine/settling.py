@@ -19,7 +19,7 @@ from engine.decisions import Draft
 from engine.models import Approval, ModelRequest, Observation, Run, ToolAttempt
 from engine.operations import OpResult
 from engine.packets import packet_write
-from engine.sql import hold_update
+from engine.sql import StepWrites
 from engine.statuses import Detail, Status, Stop
 from engine.waiting import Raised, TimedOut
 from providers.base import ModelError, ModelResponse
@@ -172,7 +172,7 @@ def attempts_settle_interrupted(*, run: Run, now: datetime) -> None:
 # --- ending --------------------------------------------------------------------------------
 
 
-def run_stop(*, run: Run, stop: Stop, now: datetime, draft: Draft | None = None,
+def run_stop(*, run: Run, stop: Stop, now: datetime, writes: StepWrites, draft: Draft | None = None,
              refused: dict[str, Any] | None = None) -> None:
     """End the locked run with exactly one status and write its review packet; whatever is still
     reserved was spent, as far as anyone knows. Always None: the step reserves nothing after it."""
@@ -183,8 +183,8 @@ def run_stop(*, run: Run, stop: Stop, now: datetime, draft: Draft | None = None,
     run.pending_call = None
     metrics.run_ended(status=stop.status, model=run.model_name, seconds=(now - run.created_at).total_seconds(),
                       tokens=run.tokens_used, cost_micros=run.cost_used_micros, purpose=run.purpose)
-    packet_write(run=run, stop=stop, draft=draft, now=now, refused=refused)
+    packet_write(run=run, stop=stop, draft=draft, now=now, writes=writes, refused=refused)
     # Approvals still open when a run ends can no longer be used.
-    hold_update(Approval.objects.filter(run_id=run.pk, state__in=[Approval.State.PENDING, Approval.State.GRANTED]),
-                state=Approval.State.EXPIRED)
+    writes.update(Approval, {"run_id": run.pk, "state": [Approval.State.PENDING, Approval.State.GRANTED]},
+                  state=Approval.State.EXPIRED)
     return None

@@ -5,17 +5,15 @@ benchmark (bench/loop_bench.py, a J-42 run: 3 model requests, 2 dispatches)
 measured on the hot path; each docstring gives its reason and its gain.
 Tables and columns are named from the models' `_meta`, and values come back
 through the fields' own converters and `Model.from_db`, as the ORM reads them.
-On SQLite, where the figures do not matter, the held writes are plain ORM calls.
+A step's writes (section 4) are the same statements on PostgreSQL and SQLite.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from functools import cache
 from typing import Any, TypeVar
 
 from django.db import connections, models, transaction
-from django.db.models.sql import UpdateQuery
 from django.db.transaction import TransactionManagementError
 
 from engine.models import ModelRequest, Observation, PacketReview, ReviewPacket, Run, ToolAttempt
@@ -104,7 +102,7 @@ def run_relocked(*, run: Run) -> Run:
     version, lease_owner, status, cancel_requested = _converted(Run, _RELOCKED, row[:4], connection)
     if (version, lease_owner, status) != (run.version, run.lease_owner, run.status):
         return run_locked(run_id=run.pk)
-    run.cancel_requested = cancel_requested
+    run.fields_read(cancel_requested=cancel_requested)  # changed by another, not by the step
     session = tuple(row[4:])
     if run.__dict__.get("_session_row") != session:  # changed (or not seen): a new instance
         run.session, _ = _instance(CustomerSession, session, connection)
@@ -170,173 +168,140 @@ def _context_sql(last_notes: int) -> str:
     )
 
 
-# --- 4. a step's writes, sent as one statement ----------------------------------------------
+# --- 4. a step's writes, sent together -------------------------------------------------------
 
 
-class _Held:
-    """The writes held within `writes_together()`; any other statement on the connection sends them first."""
+class StepWrites:
+    """The writes of one step, held as the step makes them and sent together as it ends.
 
-    def __init__(self, connection):
-        self.connection = connection
-        self.statements: list[tuple[str, Sequence[Any]]] = []
-        self.sending = False
+    Made where a step's transaction starts (`with transaction.atomic(), StepWrites() as writes:`),
+    handed to the functions that write, and sent when the block ends without an error (or
+    earlier by `send`, for a read that must see them). Reads never see a held write: a function
+    that reads what this step wrote calls `send` first (engine.packets does, for the attempts).
 
-    def before_statement(self, execute, sql, params, many, context):
-        if self.statements and not self.sending:
+    Every write is a plain INSERT or UPDATE, named from the models' documented `_meta` API
+    (`db_table`, `get_field`, each field's `column`) and given values as the ORM's `save`
+    sends them (`pre_save`, then `get_db_prep_save`); the text is built once per shape.
+    The same statements go to PostgreSQL and SQLite, in the order they were held. PostgreSQL
+    gets them as one: data-modifying WITH clauses, run on one snapshot, so the writes of one
+    send must touch different rows. SQLite, which allows only SELECTs in WITH, gets them one
+    by one, and runs the step as PostgreSQL does.
+
+    A step writes its run, the row of the operation it settles and the row of the one it
+    reserves: one round trip instead of three; each write sent on its own would make a J-42
+    run (3 model requests, 2 dispatches) send 36 statements, not 22. Measured (bench/loop_bench.py,
+    2 runs each, alternated with the connection-held writes this replaced, on the shared 2-core
+    machine under load from other sessions; medians): 22 statements and 2.0 commits a cycle
+    both; 63.7 ms a run against 96.5 ms (the spread, 29 to 102 ms, is the machine's, not the
+    change's); client CPU 21.0 ms a run against 27.3 ms.
+    """
+
+    def __init__(self) -> None:
+        if not transaction.get_connection().in_atomic_block:
+            raise TransactionManagementError("a step's writes need the step's transaction")
+        self.statements: list[tuple[str, list[Any]]] = []
+
+    def __enter__(self) -> StepWrites:
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        if kind is None:  # a failed step's writes roll back with it: nothing to send
             self.send()
-        return execute(sql, params, many, context)
+
+    def insert(self, obj: models.Model) -> None:
+        """`obj.save(force_insert=True)`, held (its primary key, when the database numbers it, is not read back)."""
+        model = type(obj)
+        names = tuple(f.name for f in _concrete(model) if not (f.primary_key and getattr(obj, f.attname) is None))
+        connection = transaction.get_connection()
+        params = [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in (_field(model, n) for n in names)]
+        self.add_statement(_insert_sql(model, names), params)
+
+    def save(self, obj: models.Model, fields: Sequence[str]) -> None:
+        """`obj.save(update_fields=fields)`, held; nothing when `fields` is empty."""
+        if fields:
+            model = type(obj)
+            self.update(model, {"pk": obj.pk}, **{name: _field(model, name).pre_save(obj, False) for name in fields})
+
+    def update(self, model: type[models.Model], where: dict[str, Any], **values: Any) -> None:
+        """`model.objects.filter(**where).update(**values)`, held: `where` compares plain columns,
+        each with one value or, given a list, with any of its values (`__in`)."""
+        shape = tuple((name, len(value) if isinstance(value, list) else None) for name, value in where.items())
+        keys = [(name, item) for name, value in where.items() for item in (value if isinstance(value, list) else [value])]
+        connection = transaction.get_connection()
+        params = [_field(model, name).get_db_prep_save(value, connection) for name, value in [*values.items(), *keys]]
+        self.add_statement(_update_sql(model, tuple(values), shape), params)
+
+    def add_statement(self, sql: str, params: Sequence[Any]) -> None:
+        """Hold a statement of this module (section 5): an INSERT or UPDATE, with its parameters."""
+        self.statements.append((sql, list(params)))
 
     def send(self) -> None:
-        """Data-modifying WITH clauses: one statement, run on one snapshot, so the writes must touch different rows."""
+        """Send what is held, in order: one statement on PostgreSQL, one each elsewhere."""
         statements, self.statements = self.statements, []
         if not statements:
             return
-        *first, (sql, params) = statements
-        if first:
-            sql = "WITH " + ", ".join(f"w{i} AS ({s})" for i, (s, _) in enumerate(first)) + " " + sql
-            params = [p for _, ps in first for p in ps] + list(params)
-        self.sending = True
-        try:
-            with self.connection.cursor() as cursor:
+        connection = transaction.get_connection()
+        with connection.cursor() as cursor:
+            if connection.vendor == "postgresql":
+                cursor.execute(*_joined(statements))
+                return
+            for sql, params in statements:
                 cursor.execute(sql, params)
-        finally:
-            self.sending = False
 
 
-@contextmanager
-def writes_together() -> Iterator[None]:
-    """Within the block, `hold_insert`, `hold_save` and `hold_update` hold their writes, and the
-    block's end (or any other statement first) sends them together: one statement on PostgreSQL.
-
-    A step writes its run, the row of the operation it settles and the row of
-    the one it reserves: one round trip instead of three, joined as
-    data-modifying WITH clauses. These writes, the same few shapes at every
-    step, are built once per shape from the models' `_meta`; their values go
-    through `pre_save` and `get_db_prep_save`, as the ORM's `save` sends them
-    (compiling them through the ORM's InsertQuery and UpdateQuery at every
-    step costs a J-42 run 1.7 ms more, measured as for `run_locked`). Any
-    other write (`hold_update`) is the ORM's own UPDATE. Measured (as for `run_locked`): a J-42 run
-    sends 22 statements, not 36, and takes 3.7 ms less than with each write sent
-    on its own. Needs a transaction.
-    """
-    connection = transaction.get_connection()
-    if not connection.in_atomic_block:
-        raise TransactionManagementError("writes_together() needs a transaction")
-    if connection.vendor != "postgresql":
-        yield
-        return
-    held, previous = _Held(connection), connection.__dict__.get("_held_writes")
-    connection._held_writes = held
-    try:
-        with connection.execute_wrapper(held.before_statement):
-            yield
-            held.send()
-    finally:
-        connection._held_writes = previous
+def _joined(statements: list[tuple[str, list[Any]]]) -> tuple[str, list[Any]]:
+    """The statements as one: all but the last as data-modifying WITH clauses of the last."""
+    *first, (sql, params) = statements
+    if not first:
+        return sql, params
+    clauses = ", ".join(f"w{i} AS ({s})" for i, (s, _) in enumerate(first))
+    return f"WITH {clauses} {sql}", [p for _, ps in first for p in ps] + params
 
 
-def _hold(connection, sql: str, params: Sequence[Any]) -> None:
-    connection._held_writes.statements.append((sql, params))
+@cache
+def _concrete(model: type[models.Model]) -> tuple[models.Field, ...]:
+    """The fields with a column of their own, in the table's order."""
+    return tuple(f for f in model._meta.get_fields() if f.concrete and not f.many_to_many)
 
 
-def _holding(connection) -> bool:
-    return connection.__dict__.get("_held_writes") is not None
-
-
-def hold_insert(obj: models.Model) -> None:
-    """`obj.save(force_insert=True)`, held within `writes_together()` (its primary key is then not read back)."""
-    connection = transaction.get_connection()
-    if not _holding(connection):
-        obj.save(force_insert=True)
-        return
-    model = type(obj)
-    names = tuple(f.name for f in model._meta.concrete_fields if not (f.primary_key and getattr(obj, f.attname) is None))
-    _hold(connection, _insert_sql(model, names), _values(connection, obj, names, add=True))
-    obj._state.adding, obj._state.db = False, connection.alias
-
-
-def hold_save(obj: models.Model, fields: Sequence[str]) -> None:
-    """`obj.save(update_fields=fields)`, held within `writes_together()`."""
-    connection = transaction.get_connection()
-    if not _holding(connection):
-        obj.save(update_fields=fields)
-        return
-    model, names = type(obj), tuple(fields)
-    params = _values(connection, obj, names, add=False) + [model._meta.pk.get_db_prep_value(obj.pk, connection)]
-    _hold(connection, _update_sql(model, names, ("pk",)), params)
-
-
-def hold_update_row(model: type[models.Model], key: dict[str, Any], **values: Any) -> None:
-    """`model.objects.filter(**key).update(**values)`, `key` naming at most one row by plain column
-    values (e.g. run and seq), held within `writes_together()`."""
-    connection = transaction.get_connection()
-    if not _holding(connection):
-        model._base_manager.filter(**key).update(**values)
-        return
-    names, keys = tuple(values), tuple(key)
-    fields = [model._meta.get_field(name) for name in (*names, *keys)]
-    params = [f.get_db_prep_save(value, connection) for f, value in zip(fields, (*values.values(), *key.values()), strict=True)]
-    _hold(connection, _update_sql(model, names, keys), params)
-
-
-def hold_update(queryset: models.QuerySet, **values: Any) -> None:
-    """`queryset.update(**values)`, compiled by the ORM and held within `writes_together()`."""
-    connection = transaction.get_connection()
-    if not _holding(connection):
-        queryset.update(**values)
-        return
-    query = queryset.query.chain(UpdateQuery)
-    query.add_update_values(values)
-    _hold(connection, *query.get_compiler(connection.alias).as_sql())
-
-
-def _values(connection, obj: models.Model, names: tuple[str, ...], *, add: bool) -> list[Any]:
-    """The named fields' values as the ORM's save sends them (`pre_save`, then `get_db_prep_save`)."""
-    return [f.get_db_prep_save(f.pre_save(obj, add), connection) for f in map(obj._meta.get_field, names)]
+def _field(model: type[models.Model], name: str) -> models.Field:
+    return model._meta.pk if name == "pk" else model._meta.get_field(name)
 
 
 @cache
 def _insert_sql(model: type[models.Model], names: tuple[str, ...]) -> str:
-    columns = ", ".join(_col(model, name) for name in names)
+    columns = ", ".join(_quote(_field(model, name).column) for name in names)
     return f"INSERT INTO {_table(model)} ({columns}) VALUES ({', '.join(['%s'] * len(names))})"
 
 
 @cache
-def _update_sql(model: type[models.Model], names: tuple[str, ...], keys: tuple[str, ...]) -> str:
-    sets = ", ".join(f"{_col(model, name)} = %s" for name in names)
-    where = " AND ".join(f"{_quote(model._meta.pk.column if k == 'pk' else model._meta.get_field(k).column)} = %s"
-                         for k in keys)
-    return f"UPDATE {_table(model)} SET {sets} WHERE {where}"
+def _update_sql(model: type[models.Model], names: tuple[str, ...], where: tuple[tuple[str, int | None], ...]) -> str:
+    """`where`: (name, None) compares with one value; (name, n) with any of n values."""
+    sets = ", ".join(f"{_quote(_field(model, name).column)} = %s" for name in names)
+    tests = " AND ".join(
+        f"{_quote(_field(model, name).column)} " + ("= %s" if n is None else f"IN ({', '.join(['%s'] * n)})")
+        for name, n in where
+    )
+    return f"UPDATE {_table(model)} SET {sets} WHERE {tests}"
 
 
 # --- 5. superseded packets ------------------------------------------------------------------
 
 
-def packets_supersede(*, run: Run, note: str, now) -> None:
+def packets_supersede(*, run: Run, note: str, now, writes: StepWrites) -> None:
     """The ticket's other pending packets leave the queue: each gets a system entry ("superseded",
     no reviewer) in its review history and the review state superseded.
 
-    Two writes, held with the step's (`writes_together`). The history entries
-    are an INSERT ... SELECT, which the ORM cannot say: it would read the
-    pending packets first, one statement more in every run's last step.
-    Both read the pending packets as they were before the step (one snapshot) and
-    touch only pending packets: running them again changes nothing.
+    Two writes, held with the step's. The history entries are an INSERT ...
+    SELECT, which the ORM cannot say: it would read the pending packets first,
+    one statement more in every run's last step. Both read the pending packets
+    as they were before the step (one snapshot on PostgreSQL; on SQLite the
+    entries are written first) and touch only pending packets: running them
+    again changes nothing.
     """
     pending = [ReviewPacket.ReviewState.PENDING, run.ticket_id, run.pk]
-    history = [PacketReview.Decision.SUPERSEDED, note, now, *pending]
-    # Filtered on the packet's own columns, as the history entries are: after waiting for another
-    # step's lock, PostgreSQL checks a packet is still pending (a join would be read once, up front,
-    # and lock the packets in another order than a concurrent step).
-    tickets_runs = Run.objects.filter(ticket_id=run.ticket_id).values("pk")
-    others = ReviewPacket.objects.filter(
-        review_state=ReviewPacket.ReviewState.PENDING, run__in=tickets_runs).exclude(run_id=run.pk)
-    connection = transaction.get_connection()
-    if _holding(connection):
-        _hold(connection, _supersede_history_sql(), history)
-    else:
-        with connection.cursor() as cursor:
-            cursor.execute(_supersede_history_sql(), history)
-    hold_update(others, review_state=ReviewPacket.ReviewState.SUPERSEDED)
+    writes.add_statement(_supersede_history_sql(), [PacketReview.Decision.SUPERSEDED, note, now, *pending])
+    writes.add_statement(_supersede_sql(), [ReviewPacket.ReviewState.SUPERSEDED, *pending])
 
 
 @cache
@@ -349,6 +314,18 @@ def _supersede_history_sql() -> str:
         f"INSERT INTO {_table(PacketReview)} ({columns}) SELECT p.{p('id')}, NULL, %s, %s, %s, FALSE, '[]'"
         f" FROM {_table(ReviewPacket)} p, {_table(Run)} r WHERE p.{p('review_state')} = %s"
         f" AND r.{r('id')} = p.{p('run')} AND r.{r('ticket')} = %s AND p.{p('run')} <> %s"
+    )
+
+
+@cache
+def _supersede_sql() -> str:
+    # Filtered on the packet's own columns, as the history entries are: after waiting for another
+    # step's lock, PostgreSQL checks a packet is still pending (a join would be read once, up front,
+    # and lock the packets in another order than a concurrent step).
+    p, r = (lambda name: _col(ReviewPacket, name)), (lambda name: _col(Run, name))
+    return (
+        f"UPDATE {_table(ReviewPacket)} SET {p('review_state')} = %s WHERE {p('review_state')} = %s"
+        f" AND {p('run')} IN (SELECT {r('id')} FROM {_table(Run)} WHERE {r('ticket')} = %s) AND {p('run')} <> %s"
     )
 
 

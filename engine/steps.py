@@ -6,8 +6,10 @@ operation returned (engine.settling charges and settles it), decides what
 happens next, and *reserves* the next operation (the request or attempt row
 and its counters) before it commits. The operation itself starts only after
 the commit, so a crash can never lose a spend: at most 2 commits per
-model-request-plus-dispatch cycle. A step's writes are sent together just
-before it commits (one statement on PostgreSQL: engine.sql.writes_together).
+model-request-plus-dispatch cycle. A step's writes are held in the
+`StepWrites` its transaction starts with, handed to every function that
+writes, and sent together just before it commits (engine.sql.StepWrites);
+of the run, a step writes the fields it changed (`Run.fields_changed`).
 
 Ownership: a worker drives a run under a lease (`lease_owner`,
 `lease_expires_at`), taken in `run_begin` and renewed by every step. Each
@@ -56,7 +58,7 @@ from engine.settling import (
     requests_settle_unanswered,
     run_stop,
 )
-from engine.sql import hold_insert, hold_save, hold_update_row, run_locked, run_relocked, writes_together
+from engine.sql import StepWrites, run_locked, run_relocked
 from engine.statuses import Detail, Status, Stop
 from engine.waiting import Finished, Raised, TimedOut
 from tickets.selectors import Forbidden, SessionScope, evidence_refs_for_ticket, job_refusal_reason
@@ -65,11 +67,6 @@ from tools.schemas import ToolName, canonical_json
 
 log = logging.getLogger("agentrun")
 
-STEP_FIELDS = [
-    "status", "detail", "stop_note", "model_requests", "tool_attempts", "validation_errors",
-    "tokens_reserved", "tokens_used", "cost_reserved_micros", "cost_used_micros", "last_executed_key",
-    "pending_call", "evidence_refs", "started_at", "ended_at", "version", "lease_owner", "lease_expires_at",
-]
 REQUEST_RESULT_FIELDS = [
     "input_tokens", "output_tokens", "charged_tokens", "charged_cost_micros", "outcome", "proposal",
     "validation_error", "error", "finished_at", "latency_ms",
@@ -92,22 +89,22 @@ def run_begin(*, run_id: int, owner: str) -> Next:
     over, waits for an approval, or another live worker holds its lease; and
     the run, with its ticket and session.
     """
-    with transaction.atomic(), writes_together():
+    with transaction.atomic(), StepWrites() as writes:
         run = run_locked(run_id=run_id, ticket=True)
         now = timezone.now()
         if not run.is_active or _held_by_other(run, owner, now):
             return Next(None, run)
         if run.status == Status.WAITING_APPROVAL:
-            op = _resume_approved(run, now)
+            op = _resume_approved(run, writes, now)
         else:
             if run.status == Status.RUNNING:  # cut off: settle what was in flight, keeping it counted
                 requests_settle_unanswered(run=run, outcome=ModelRequest.Outcome.INTERRUPTED, now=now)
                 attempts_settle_interrupted(run=run, now=now)
             run.status = Status.RUNNING
             run.started_at = run.started_at or now
-            op = _plan_request(run, now)
+            op = _plan_request(run, writes, now)
         run.lease_owner = owner if op is not None else ""
-        run_save(run=run, now=now)
+        run_save(run=run, writes=writes, now=now)
         return Next(op, run)
 
 
@@ -127,7 +124,7 @@ def run_record(*, run: Run, owner: str, op: Operation, result: OpResult, retry: 
     a run it holds): nothing is discarded, and the result says `landed` so that
     the driver resumes the run (run_begin settles what that try reserved).
     """
-    with transaction.atomic(), writes_together():
+    with transaction.atomic(), StepWrites() as writes:
         run = run_locked(run_id=run.pk) if retry else run_relocked(run=run)
         now = timezone.now()
         if retry and run.lease_owner == owner and run.version == op.version + 1 and run.is_active:
@@ -137,10 +134,10 @@ def run_record(*, run: Run, owner: str, op: Operation, result: OpResult, retry: 
             _discard_late_result(run, op, owner)
             return Next(None)
         if isinstance(op, ModelOp):
-            nxt = _record_model(run, op, result, now)
+            nxt = _record_model(run, writes, op, result, now)
         else:
-            nxt = _record_dispatch(run, op, result, now)
-        run_save(run=run, now=now)
+            nxt = _record_dispatch(run, writes, op, result, now)
+        run_save(run=run, writes=writes, now=now)
         return Next(nxt, run)
 
 
@@ -163,34 +160,38 @@ def _discard_late_result(run: Run, op: Operation, owner: str) -> None:
 def run_end(*, run: Run, stop: Stop, refused: dict[str, Any] | None = None) -> None:
     """End a locked run now with `stop`, writing its packet (with the proposal it `refused`, if any)."""
     now = timezone.now()
-    run_stop(run=run, stop=stop, now=now, refused=refused)
-    run_save(run=run, now=now)
+    with StepWrites() as writes:
+        run_stop(run=run, stop=stop, now=now, writes=writes, refused=refused)
+        run_save(run=run, writes=writes, now=now)
 
 
-def run_save(*, run: Run, now: datetime) -> None:
-    """Commit the step: bump the version; renew the lease while the run is driven, else release it."""
+def run_save(*, run: Run, writes: StepWrites, now: datetime) -> None:
+    """End the step: bump the version; renew the lease while the run is driven, else release it;
+    write the fields the step changed."""
     run.version += 1
     if run.status == Status.RUNNING and run.lease_owner:
         run.lease_expires_at = now + timedelta(seconds=lease_seconds(run.get_budget()))
     else:
         run.lease_owner, run.lease_expires_at = "", None
-    hold_save(run, STEP_FIELDS)
+    changed = run.fields_changed()
+    writes.save(run, changed)
+    run.fields_saved(changed)
 
 
 # --- reserving ----------------------------------------------------------------------
 
 
-def _plan_request(run: Run, now: datetime) -> Operation | None:
+def _plan_request(run: Run, writes: StepWrites, now: datetime) -> Operation | None:
     """Before a model request: cancellation, then the exits in order; else reserve it."""
     if run.cancel_requested:
-        return run_stop(run=run, stop=Stop(Status.CANCELLED), now=now)
+        return run_stop(run=run, stop=Stop(Status.CANCELLED), now=now, writes=writes)
     budget = run.get_budget()
     stop = check_before_request(budget, run.usage(), run.time_left(now))
     if stop is not None:
-        return run_stop(run=run, stop=stop, now=now)
+        return run_stop(run=run, stop=stop, now=now, writes=writes)
     seq = run.tally.requests + 1
     run.tally = replace(run.tally, requests=seq)
-    hold_insert(ModelRequest(run_id=run.pk, seq=seq, reserved_tokens=budget.reserved_tokens_per_request,
+    writes.insert(ModelRequest(run_id=run.pk, seq=seq, reserved_tokens=budget.reserved_tokens_per_request,
                              reserved_cost_micros=budget.reserved_cost_per_request, started_at=now))
     run.model_requests += 1
     run.tokens_reserved += budget.reserved_tokens_per_request
@@ -199,11 +200,11 @@ def _plan_request(run: Run, now: datetime) -> Operation | None:
     return ModelOp(run.pk, seq, run.version + 1, shown)  # valid at the version this step commits
 
 
-def _reserve_attempt(run: Run, call: NormalizedCall, now: datetime, *, retry_number: int = 0,
+def _reserve_attempt(run: Run, writes: StepWrites, call: NormalizedCall, now: datetime, *, retry_number: int = 0,
                      approved: bool = False) -> DispatchOp:
     tally = run.tally
     seq = tally.attempts + 1
-    hold_insert(ToolAttempt(run_id=run.pk, seq=seq, call_id=call.call_id or "", tool=call.tool, args=call.args,
+    writes.insert(ToolAttempt(run_id=run.pk, seq=seq, call_id=call.call_id or "", tool=call.tool, args=call.args,
                             call_key=call.key, retry_number=retry_number, started_at=now))
     run.tally = tally.after_attempt(call.tool)
     run.tool_attempts += 1
@@ -214,7 +215,7 @@ def _reserve_attempt(run: Run, call: NormalizedCall, now: datetime, *, retry_num
 # --- recording a model request and deciding ----------------------------------------------
 
 
-def _record_model(run: Run, op: ModelOp, res: OpResult, now: datetime) -> Operation | None:
+def _record_model(run: Run, writes: StepWrites, op: ModelOp, res: OpResult, now: datetime) -> Operation | None:
     budget = run.get_budget()
     request = ModelRequest(run_id=run.pk, seq=op.seq, reserved_tokens=budget.reserved_tokens_per_request,
                            reserved_cost_micros=budget.reserved_cost_per_request, finished_at=now,
@@ -227,52 +228,52 @@ def _record_model(run: Run, op: ModelOp, res: OpResult, now: datetime) -> Operat
         assert isinstance(res.result, Finished)
         response = res.result.value
         proposal = Malformed(response.cut_short) if response.cut_short else parse_reply(response.payload)
-        nxt = _decide(run, request, proposal, now)
-    hold_update_row(ModelRequest, {"run_id": op.run_id, "seq": op.seq},
-                    **{name: getattr(request, name) for name in REQUEST_RESULT_FIELDS})
+        nxt = _decide(run, writes, request, proposal, now)
+    writes.update(ModelRequest, {"run_id": op.run_id, "seq": op.seq},
+                  **{name: getattr(request, name) for name in REQUEST_RESULT_FIELDS})
     metrics.model_request_settled(model=run.model_name, outcome=request.outcome, latency_ms=request.latency_ms,
                                    purpose=run.purpose)
-    return run_stop(run=run, stop=stop, now=now) if stop is not None else nxt
+    return run_stop(run=run, stop=stop, now=now, writes=writes) if stop is not None else nxt
 
 
-def _decide(run: Run, request: ModelRequest, proposal, now: datetime) -> Operation | None:
+def _decide(run: Run, writes: StepWrites, request: ModelRequest, proposal, now: datetime) -> Operation | None:
     """What a well-formed, in-time reply leads to."""
     request.outcome = ModelRequest.Outcome.OK
     if isinstance(proposal, Malformed):
         request.outcome, request.proposal = ModelRequest.Outcome.MALFORMED, "malformed"
-        return _validation_error(run, request, proposal.reason, now)
+        return _validation_error(run, writes, request, proposal.reason, now)
     if isinstance(proposal, MultipleCalls):
         request.proposal = f"{proposal.count} calls"
         stop = Stop(Status.INVALID_OR_FORBIDDEN, Detail.MULTIPLE_CALLS, "several calls in one reply")
-        return run_stop(run=run, stop=stop, now=now, refused=refusal_of_calls(list(proposal.calls)))
+        return run_stop(run=run, stop=stop, now=now, writes=writes, refused=refusal_of_calls(list(proposal.calls)))
     if isinstance(proposal, Handoff):
         request.proposal = "handoff"
-        return run_stop(run=run, stop=Stop(Status.NEEDS_HELP, note=proposal.reason[:2000]), now=now)
+        return run_stop(run=run, stop=Stop(Status.NEEDS_HELP, note=proposal.reason[:2000]), now=now, writes=writes)
     if isinstance(proposal, DraftProposal):
         request.proposal = "draft"
         draft = validate_draft(proposal.raw, evidence_refs_for_ticket(ticket_id=run.ticket_id))
         if isinstance(draft, str):
             request.outcome = ModelRequest.Outcome.INVALID_DRAFT
-            return _validation_error(run, request, draft, now)
-        return run_stop(run=run, stop=Stop(Status.COMPLETED), now=now, draft=draft)
+            return _validation_error(run, writes, request, draft, now)
+        return run_stop(run=run, stop=Stop(Status.COMPLETED), now=now, writes=writes, draft=draft)
     if isinstance(proposal, Call):
         request.proposal = f"call {proposal.tool}"[:200]
-        return _judge(run, proposal, now)
+        return _judge(run, writes, proposal, now)
     assert_never(proposal)
 
 
-def _validation_error(run: Run, request: ModelRequest, text: str, now: datetime) -> Operation | None:
+def _validation_error(run: Run, writes: StepWrites, request: ModelRequest, text: str, now: datetime) -> Operation | None:
     request.validation_error = text[:2000]
     run.validation_errors += 1
     Observation.objects.create(run=run, kind=Observation.Kind.VALIDATION_ERROR, text=f"Your last reply was not used: {text}"[:2000])
-    return _plan_request(run, now)
+    return _plan_request(run, writes, now)
 
 
 def _scope(run: Run) -> SessionScope:
     return SessionScope.of(run.session)
 
 
-def _judge(run: Run, call: Call, now: datetime) -> Operation | None:
+def _judge(run: Run, writes: StepWrites, call: Call, now: datetime) -> Operation | None:
     scope = _scope(run)
 
     def receipt_key(call_id: str) -> str | None:
@@ -288,14 +289,14 @@ def _judge(run: Run, call: Call, now: datetime) -> Operation | None:
     verdict = judge_call(call, budget=run.get_budget(), usage=run.usage(), time_left=run.time_left(now), facts=facts)
     if isinstance(verdict, Stop):
         refused = refusal_of_call(call, verdict, staff_reason=_staff_reason(scope, call, verdict))
-        return run_stop(run=run, stop=verdict, now=now, refused=refused)
+        return run_stop(run=run, stop=verdict, now=now, writes=writes, refused=refused)
     if isinstance(verdict, Dispatch):
-        return _reserve_attempt(run, verdict.call, now)
+        return _reserve_attempt(run, writes, verdict.call, now)
     if isinstance(verdict, ReuseReceipt):
         _reuse_receipt(run, verdict.call)
-        return _plan_request(run, now)
+        return _plan_request(run, writes, now)
     if isinstance(verdict, AwaitApproval):
-        return _await_approval(run, verdict.call)
+        return _await_approval(run, writes, verdict.call)
     assert_never(verdict)
 
 
@@ -319,51 +320,52 @@ def _reuse_receipt(run: Run, call: NormalizedCall) -> None:
     )
 
 
-def _await_approval(run: Run, call: NormalizedCall) -> None:
+def _await_approval(run: Run, writes: StepWrites, call: NormalizedCall) -> None:
     reason = approval_reason(tool=call.tool, args=call.args, run_requires=run.require_approval,
                              configured=settings.AGENT_REQUIRE_APPROVAL)
     approval = Approval.objects.create(run=run, tool=call.tool, args=call.args, call_key=call.key,
                                        call_id=call.call_id or "", reason=reason)
     run.status = Status.WAITING_APPROVAL
     run.pending_call = {"tool": call.tool, "args": call.args, "id": call.call_id}
-    approval_notify_later(run=run, approval=approval, now=approval.requested_at)
+    approval_notify_later(run=run, approval=approval, now=approval.requested_at, writes=writes)
     return None
 
 
-def _resume_approved(run: Run, now: datetime) -> Operation | None:
+def _resume_approved(run: Run, writes: StepWrites, now: datetime) -> Operation | None:
     approval = run.approvals.filter(state=Approval.State.GRANTED).order_by("-id").first()
     if run.time_left(now) <= 0:
         run.approvals.filter(state__in=[Approval.State.PENDING, Approval.State.GRANTED]).update(
             state=Approval.State.EXPIRED
         )
         stop = Stop(Status.DEADLINE, note="the deadline passed while waiting for approval")
-        return run_stop(run=run, stop=stop, now=now)
+        return run_stop(run=run, stop=stop, now=now, writes=writes)
     if approval is None:
         return None  # still waiting
     approval.state = Approval.State.USED
     approval.save(update_fields=["state"])
     run.status, run.pending_call = Status.RUNNING, None
     if run.cancel_requested:
-        return run_stop(run=run, stop=Stop(Status.CANCELLED), now=now)
+        return run_stop(run=run, stop=Stop(Status.CANCELLED), now=now, writes=writes)
     call = NormalizedCall(approval.tool, approval.args, approval.call_id or None)
-    return _reserve_attempt(run, call, now, approved=True)
+    return _reserve_attempt(run, writes, call, now, approved=True)
 
 
 # --- recording a dispatch and deciding ----------------------------------------------------
 
 
-def _record_dispatch(run: Run, op: DispatchOp, res: OpResult, now: datetime) -> Operation | None:
+def _record_dispatch(run: Run, writes: StepWrites, op: DispatchOp, res: OpResult, now: datetime) -> Operation | None:
     attempt = ToolAttempt(run_id=run.pk, seq=op.seq, tool=op.tool, args=op.args, call_key=op.call.key,
                           call_id=op.call.call_id or "", retry_number=op.retry_number, finished_at=now,
                           latency_ms=res.latency_ms)
     attempt_settle(run=run, attempt=attempt, result=res)
-    hold_update_row(ToolAttempt, {"run_id": op.run_id, "seq": op.seq},
-                    **{name: getattr(attempt, name) for name in ATTEMPT_RESULT_FIELDS})
+    writes.update(ToolAttempt, {"run_id": op.run_id, "seq": op.seq},
+                  **{name: getattr(attempt, name) for name in ATTEMPT_RESULT_FIELDS})
     metrics.dispatch_settled(tool=op.tool, outcome=attempt.outcome, latency_ms=attempt.latency_ms,
                              purpose=run.purpose)
     outcome = res.result
     if run.time_left(now) <= 0 or (isinstance(outcome, TimedOut) and res.by_deadline):
-        return run_stop(run=run, stop=Stop(Status.DEADLINE, note=f"the deadline passed during {op.tool}"), now=now)
+        stop = Stop(Status.DEADLINE, note=f"the deadline passed during {op.tool}")
+        return run_stop(run=run, stop=stop, now=now, writes=writes)
     # A backend that learns only from its reply that a job is another account's (Forbidden) or
     # sensitive (ApprovalRequired) ends the run, or waits, as the checks before dispatch would have.
     error = outcome.error if isinstance(outcome, Raised) else None
@@ -371,19 +373,20 @@ def _record_dispatch(run: Run, op: DispatchOp, res: OpResult, now: datetime) -> 
         stop = Stop(Status.INVALID_OR_FORBIDDEN, Detail.FORBIDDEN, "this session may not make this call")
         refused = refusal_of_dispatch(tool=op.tool, args=op.args, call_id=attempt.call_id,
                                       staff_reason=error.staff_reason)
-        return run_stop(run=run, stop=stop, now=now, refused=refused)
+        return run_stop(run=run, stop=stop, now=now, writes=writes, refused=refused)
     if isinstance(error, ApprovalRequired) and _may_wait_for_approval(run):
-        return _await_approval(run, op.call)
+        return _await_approval(run, writes, op.call)
     budget = run.get_budget()
     if attempt.outcome == ToolAttempt.Outcome.TRANSIENT_ERROR and not run.cancel_requested:
         if attempt.retry_number < budget.max_read_retries and tool_attempts_left(budget, run.usage()) > 0:
-            return _reserve_attempt(run, op.call, now, retry_number=op.retry_number + 1, approved=op.approved)
+            return _reserve_attempt(run, writes, op.call, now, retry_number=op.retry_number + 1,
+                                    approved=op.approved)
     if attempt.outcome != ToolAttempt.Outcome.OK:
         Observation.objects.create(
             run=run, kind=Observation.Kind.TOOL_FAILURE,
             text=f"{attempt.tool} {canonical_json(attempt.args)} ended {attempt.outcome}: {attempt.error or 'no answer in time'}",
         )
-    return _plan_request(run, now)
+    return _plan_request(run, writes, now)
 
 
 def _may_wait_for_approval(run: Run) -> bool:

@@ -27,6 +27,7 @@ from django.utils import timezone
 from engine import metrics
 from engine.models import Approval, ModelRequest, Run, ToolAttempt
 from engine.settling import requests_settle_unanswered, run_stop
+from engine.sql import StepWrites
 from engine.statuses import ACTIVE, Status, Stop
 from engine.steps import run_save
 
@@ -87,8 +88,10 @@ def run_expire(*, run_id: int) -> bool:
         run.attempts.filter(outcome=ToolAttempt.Outcome.PENDING).update(
             outcome=ToolAttempt.Outcome.TIMEOUT, finished_at=now
         )
-        run_stop(run=run, stop=Stop(Status.DEADLINE, note="the watchdog ended the run at its deadline"), now=now)
-        run_save(run=run, now=now)
+        with StepWrites() as writes:
+            stop = Stop(Status.DEADLINE, note="the watchdog ended the run at its deadline")
+            run_stop(run=run, stop=stop, now=now, writes=writes)
+            run_save(run=run, writes=writes, now=now)
         return True
 
 

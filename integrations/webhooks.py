@@ -40,7 +40,7 @@ from kombu.exceptions import OperationalError as BrokerUnavailable
 from pydantic import BaseModel, ConfigDict
 
 from engine.models import Approval, PacketReview, ReviewPacket, Run, WebhookAttempt, WebhookDelivery
-from engine.sql import hold_insert
+from engine.sql import StepWrites
 from engine.timeline import stop_explanation
 
 log = logging.getLogger("agentrun")
@@ -159,16 +159,20 @@ def approval_event(*, run: Run, approval: Approval, now: datetime) -> ApprovalEv
 
 
 def packet_event_record(*, run: Run, packet: ReviewPacket, review: PacketReview | None = None,
-                        now: datetime) -> None:
-    """Record the event in the current transaction (held with a step's writes) and send it after commit."""
-    event_record(packet_event(run=run, packet=packet, review=review, now=now), run_id=run.pk, now=now)
+                        now: datetime, writes: StepWrites | None = None) -> None:
+    """Record the event in the current transaction (held with a step's `writes`, if given) and send it after commit."""
+    event_record(packet_event(run=run, packet=packet, review=review, now=now), run_id=run.pk, now=now, writes=writes)
 
 
-def event_record(event: PacketEvent | ApprovalEvent, *, run_id: int, now: datetime) -> None:
-    """Record any event in the current transaction and send it after commit."""
+def event_record(event: PacketEvent | ApprovalEvent, *, run_id: int, now: datetime,
+                 writes: StepWrites | None = None) -> None:
+    """Record any event in the current transaction (held with a step's `writes`, if given) and send it after commit."""
     delivery = WebhookDelivery(event_id=event.id, event_type=event.type, run_id=run_id,
                                payload=event.model_dump(mode="json"), created_at=now, next_attempt_at=now)
-    hold_insert(delivery)
+    if writes is None:
+        delivery.save(force_insert=True)
+    else:
+        writes.insert(delivery)
     transaction.on_commit(partial(webhook_enqueue, str(event.id)))
 
 
@@ -365,11 +369,13 @@ def webhooks_due(*, now: datetime | None = None) -> list[str]:
 # --- what the engine announces (engine.signals; connected in integrations.apps) --------
 
 
-def on_packet_written(sender, *, run: Run, packet: ReviewPacket, now: datetime, **kwargs) -> None:
+def on_packet_written(sender, *, run: Run, packet: ReviewPacket, now: datetime, writes: StepWrites,
+                      **kwargs) -> None:
     if webhook_enabled():
-        packet_event_record(run=run, packet=packet, now=now)
+        packet_event_record(run=run, packet=packet, now=now, writes=writes)
 
 
-def on_approval_asked(sender, *, run: Run, approval: Approval, now: datetime, **kwargs) -> None:
+def on_approval_asked(sender, *, run: Run, approval: Approval, now: datetime, writes: StepWrites,
+                      **kwargs) -> None:
     if webhook_enabled():
-        event_record(approval_event(run=run, approval=approval, now=now), run_id=run.pk, now=now)
+        event_record(approval_event(run=run, approval=approval, now=now), run_id=run.pk, now=now, writes=writes)

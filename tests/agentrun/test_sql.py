@@ -9,16 +9,7 @@ from django.utils import timezone
 from engine.budgets import Budget
 from engine.models import ModelRequest, Observation, Run, ToolAttempt
 from engine.services import run_start
-from engine.sql import (
-    context_rows,
-    hold_insert,
-    hold_save,
-    hold_update,
-    hold_update_row,
-    run_locked,
-    run_relocked,
-    writes_together,
-)
+from engine.sql import StepWrites, context_rows, run_locked, run_relocked
 from tickets.models import Evidence, Ticket
 
 
@@ -93,48 +84,66 @@ def test_a_steps_writes_go_together_and_write_what_the_orm_would(run):
     _attempt(run, 1, "search_docs")
     statements = _Statements()
     with transaction.atomic(), connection.execute_wrapper(statements):
-        with writes_together():
-            hold_insert(ModelRequest(run_id=run.pk, seq=1, reserved_tokens=5, reserved_cost_micros=6,
-                                     started_at=timezone.now()))
-            hold_update_row(ToolAttempt, {"run_id": run.pk, "seq": 1}, outcome="ok", latency_ms=12,
-                            args={"q": "é\u2028y"})
+        with StepWrites() as writes:
+            writes.insert(ModelRequest(run_id=run.pk, seq=1, reserved_tokens=5, reserved_cost_micros=6,
+                                       started_at=timezone.now()))
+            writes.update(ToolAttempt, {"run_id": run.pk, "seq": 1}, outcome="ok", latency_ms=12,
+                          args={"q": "é\u2028y"})
             run.model_requests, run.version = 1, run.version + 1
-            hold_save(run, ["model_requests", "version"])
-            if connection.vendor == "postgresql":
-                assert statements.sql == []  # nothing sent yet
-    # On PostgreSQL one statement as the block ends; elsewhere each write is sent as it is made.
+            writes.save(run, ["model_requests", "version"])
+            assert statements.sql == []  # nothing sent before the step's end
+    # The same three statements everywhere; PostgreSQL gets them as one.
     assert len(statements.sql) == (1 if connection.vendor == "postgresql" else 3)
     assert ModelRequest.objects.get(run=run, seq=1).reserved_tokens == 5
     assert ToolAttempt.objects.filter(run=run, seq=1, outcome="ok", latency_ms=12, args={"q": "é\u2028y"}).exists()
     assert Run.objects.filter(pk=run.pk, model_requests=1, version=run.version).exists()
 
 
-def test_another_statement_sends_the_held_writes_first(run):
-    with transaction.atomic(), writes_together():
-        hold_update(Run.objects.filter(pk=run.pk), stop_note="seen")
+def test_held_writes_are_not_seen_until_sent(run):
+    with transaction.atomic(), StepWrites() as writes:
+        writes.update(Run, {"pk": run.pk}, stop_note="seen")
+        assert Run.objects.get(pk=run.pk).stop_note == ""
+        writes.send()
         assert Run.objects.get(pk=run.pk).stop_note == "seen"
+        assert writes.statements == []
+
+
+def test_an_update_names_its_rows_by_plain_columns_and_lists(run):
+    for seq, outcome in [(1, "pending"), (2, "ok"), (3, "timeout")]:
+        _attempt(run, seq, "search_docs", outcome=outcome)
+    with transaction.atomic(), StepWrites() as writes:
+        writes.update(ToolAttempt, {"run_id": run.pk, "outcome": ["pending", "timeout"]}, outcome="interrupted")
+    assert list(run.attempts.order_by("seq").values_list("outcome", flat=True)) == ["interrupted", "ok", "interrupted"]
 
 
 def test_a_held_save_writes_only_the_named_fields(run):
-    with transaction.atomic(), writes_together():
+    with transaction.atomic(), StepWrites() as writes:
         run.stop_note, run.evidence_refs, run.detail = "saved", ["E1", "E2"], "changed in memory only"
-        hold_save(run, ["stop_note", "evidence_refs"])
+        writes.save(run, ["stop_note", "evidence_refs"])
     stored = Run.objects.get(pk=run.pk)
     assert (stored.stop_note, stored.evidence_refs, stored.detail) == ("saved", ["E1", "E2"], "")
 
 
 def test_a_failing_held_write_fails_the_step(run):
     with pytest.raises(IntegrityError):
-        with transaction.atomic(), writes_together():
-            hold_update(Run.objects.filter(pk=run.pk), stop_note="never")
-            hold_insert(ModelRequest(run_id=run.pk, seq=1, reserved_tokens=1, reserved_cost_micros=1,
-                                     started_at=timezone.now()))
-            hold_insert(ModelRequest(run_id=run.pk, seq=1, reserved_tokens=1, reserved_cost_micros=1,
-                                     started_at=timezone.now()))  # the same (run, seq) twice
+        with transaction.atomic(), StepWrites() as writes:
+            writes.update(Run, {"pk": run.pk}, stop_note="never")
+            writes.insert(ModelRequest(run_id=run.pk, seq=1, reserved_tokens=1, reserved_cost_micros=1,
+                                       started_at=timezone.now()))
+            writes.insert(ModelRequest(run_id=run.pk, seq=1, reserved_tokens=1, reserved_cost_micros=1,
+                                       started_at=timezone.now()))  # the same (run, seq) twice
     assert Run.objects.get(pk=run.pk).stop_note == ""
+
+
+def test_a_step_that_raises_sends_nothing(run):
+    statements = _Statements()
+    with pytest.raises(RuntimeError), transaction.atomic(), connection.execute_wrapper(statements):
+        with StepWrites() as writes:
+            writes.update(Run, {"pk": run.pk}, stop_note="never")
+            raise RuntimeError("the step failed")
+    assert statements.sql == []
 
 
 def test_held_writes_need_a_transaction(demo_committed):
     with pytest.raises(TransactionManagementError):
-        with writes_together():
-            pass
+        StepWrites()

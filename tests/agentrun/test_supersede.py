@@ -52,10 +52,11 @@ def test_superseding_is_idempotent(ticket_t1001):
     from django.db import transaction
 
     from engine.packets import packets_supersede_later
+    from engine.sql import StepWrites
 
     first, second = investigate(ticket_t1001), investigate(ticket_t1001)
-    with transaction.atomic():
-        packets_supersede_later(run=second, now=second.ended_at)  # again, outside a step
+    with transaction.atomic(), StepWrites() as writes:
+        packets_supersede_later(run=second, now=second.ended_at, writes=writes)  # again, outside a step
     assert ReviewPacket.objects.get(run=first).reviews.count() == 1
     assert ReviewPacket.objects.get(run=second).review_state == "pending"
 
