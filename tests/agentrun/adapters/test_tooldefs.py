@@ -15,15 +15,15 @@ from providers.tooldefs import (
     tool_definitions,
     usage_from,
 )
-from tools.schemas import ARG_SCHEMAS
+from tools.registry import TOOLS
 
 
 def test_exactly_the_dispatch_table_and_two_decisions_are_offered():
     defs = tool_definitions()
-    assert [d.name for d in defs] == [*ARG_SCHEMAS, "submit_draft", "hand_off"]
+    assert [d.name for d in defs] == [*TOOLS, "submit_draft", "hand_off"]
     for d in defs[:3]:
         assert d.parameters["additionalProperties"] is False
-        assert set(d.parameters["properties"]) == set(ARG_SCHEMAS[d.name].model_fields)
+        assert set(d.parameters["properties"]) == set(TOOLS[d.name].args.model_fields)
     assert defs[4].parameters["required"] == ["reason"]
 
 
