@@ -14,15 +14,9 @@ from pydantic import ValidationError
 
 from engine.budgets import Budget, Usage, tool_attempts_left
 from engine.statuses import Detail, Status, Stop
-from tools.schemas import (
-    ARG_SCHEMAS,
-    CONTROL_CHARACTERS,
-    DraftSchema,
-    HandoffSchema,
-    call_key,
-    normalize_args,
-    storable,
-)
+from providers.answers import DraftSchema, HandoffSchema
+from tools.base import CONTROL_CHARACTERS, call_key, storable
+from tools.registry import TOOLS
 
 # --- what a reply proposes -------------------------------------------------
 
@@ -182,11 +176,11 @@ class NormalizedCall:
 
 def normalize_call(call: Call) -> NormalizedCall | Stop:
     """Unknown tool, then bad arguments; otherwise the call with its normalized arguments."""
-    schema = ARG_SCHEMAS.get(call.tool)
-    if schema is None:
+    tool = TOOLS.get(call.tool)
+    if tool is None:
         return Stop(Status.INVALID_OR_FORBIDDEN, Detail.UNKNOWN_TOOL, f"no tool named {call.tool!r}")
     try:
-        args = schema.model_validate(normalize_args(call.tool, call.args)).model_dump()
+        args = tool.args.model_validate(tool.args.normalize(call.args)).model_dump()
     except ValidationError as exc:
         return Stop(Status.INVALID_OR_FORBIDDEN, Detail.BAD_ARGUMENTS, describe_validation_error(exc))
     return NormalizedCall(call.tool, args, call.call_id)

@@ -14,15 +14,10 @@ from datetime import datetime
 from engine.models import Approval, ReviewPacket, Run, ToolAttempt
 from engine.statuses import Detail
 from engine.timeline import stop_label
-from tools.schemas import ToolName
+from tools.registry import TOOLS
 
 # A dispatch that ended so has not been answered: its service could not be reached in time.
 UNANSWERED = frozenset({ToolAttempt.Outcome.TRANSIENT_ERROR, ToolAttempt.Outcome.TIMEOUT})
-SERVICE_OF_TOOL = {
-    ToolName.READ_JOB_STATUS: "the job status service",
-    ToolName.READ_SERVICE_STATUS: "the service status page",
-    ToolName.SEARCH_DOCS: "the knowledge base",
-}
 
 
 @dataclass(frozen=True)
@@ -53,8 +48,8 @@ def unreached_services(attempts: Sequence[tuple[str, str, str]]) -> list[str]:
     outcomes: dict[tuple[str, str], set[str]] = {}
     for tool, key, outcome in attempts:
         outcomes.setdefault((tool, key), set()).add(outcome)
-    tools = {tool for (tool, _), seen in outcomes.items() if seen <= UNANSWERED}
-    return [name for tool, name in SERVICE_OF_TOOL.items() if tool in tools]
+    unanswered = {tool for (tool, _), seen in outcomes.items() if seen <= UNANSWERED}
+    return [tool.reads for name, tool in TOOLS.items() if name in unanswered]
 
 
 def run_headline(*, run: Run, packet: ReviewPacket | None) -> Headline:

@@ -25,8 +25,8 @@ from engine.waiting import Raised, TimedOut
 from providers.base import ModelError, ModelResponse
 from tickets.selectors import Forbidden
 from tickets.services import evidence_record
+from tools.base import canonical_json, storable
 from tools.registry import ApprovalRequired, ToolError, ToolResult
-from tools.schemas import canonical_json, storable
 
 log = logging.getLogger("agentrun")
 

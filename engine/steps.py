@@ -61,9 +61,9 @@ from engine.settling import (
 from engine.sql import StepWrites, run_locked, run_relocked
 from engine.statuses import Detail, Status, Stop
 from engine.waiting import Finished, Raised, TimedOut
-from tickets.selectors import Forbidden, SessionScope, evidence_refs_for_ticket, job_refusal_reason
+from tickets.selectors import Forbidden, SessionScope, evidence_refs_for_ticket
+from tools.base import canonical_json
 from tools.registry import TOOLS, ApprovalRequired
-from tools.schemas import ToolName, canonical_json
 
 log = logging.getLogger("agentrun")
 
@@ -301,11 +301,11 @@ def _judge(run: Run, writes: StepWrites, call: Call, now: datetime) -> Operation
 
 
 def _staff_reason(scope: SessionScope, call: Call, stop: Stop) -> str:
-    """Why a forbidden job lookup was refused, for staff only (one more read, on this path only)."""
-    if stop.detail != Detail.FORBIDDEN or call.tool != ToolName.READ_JOB_STATUS:
+    """Why a forbidden lookup was refused, for staff only, as its tool can tell (one more read, on this path only)."""
+    if stop.detail != Detail.FORBIDDEN:
         return ""
     normalized = normalize_call(call)
-    return "" if isinstance(normalized, Stop) else job_refusal_reason(scope=scope, job_ref=normalized.args["job_id"])
+    return "" if isinstance(normalized, Stop) else TOOLS[normalized.tool].refusal_reason(scope, normalized.args)
 
 
 def _reuse_receipt(run: Run, call: NormalizedCall) -> None:

@@ -17,7 +17,8 @@ from engine.statuses import STOP_EXPLANATIONS, Detail, Status
 from kit.sources import cut_excerpt, suspected_injection
 from providers.base import BuiltInModel
 from tickets.models import DocumentRevision, Evidence
-from tools.schemas import ToolName
+from tools.base import ResultView
+from tools.registry import TOOLS
 
 DETAIL_EXPLANATIONS: dict[str, str] = {
     Detail.MULTIPLE_CALLS: "{actor} asked for several calls at once; only one per reply is allowed.",
@@ -126,20 +127,12 @@ def run_timeline(*, run: Run) -> list[Step]:
     return sorted(steps, key=lambda s: (s.started_at, order[s.kind], s.seq))
 
 
-class SourceKind(TextChoices):
-    """What an evidence item's source is, by the tool that read it."""
-
-    DOCUMENT = "document"
-    JOB = "job"
-    SERVICE = "service"
-    OTHER = "other"
-
-
-SOURCE_KIND = {
-    ToolName.SEARCH_DOCS: SourceKind.DOCUMENT,
-    ToolName.READ_JOB_STATUS: SourceKind.JOB,
-    ToolName.READ_SERVICE_STATUS: SourceKind.SERVICE,
-}
+# What an evidence item's source is, by the tool that read it (each tool's view names its kind), or "other".
+SourceKind = TextChoices("SourceKind", [
+    (kind.upper(), kind) for kind in dict.fromkeys([*(tool.view.kind for tool in TOOLS.values()), "other"])
+])
+SourceKind.__doc__ = "What an evidence item's source is, by the tool that read it."
+OTHER_TOOL = ResultView()  # a tool no longer in the table: its result shown as recorded
 
 
 class DocumentView(BaseModel):
@@ -187,13 +180,19 @@ class EvidenceView(BaseModel):
         return self.injection_phrase
 
 
+def _view(tool: str) -> ResultView:
+    return TOOLS[tool].view if tool in TOOLS else OTHER_TOOL
+
+
 def evidence_view(e: Evidence, revision_urls: dict[tuple[str, str], str] | None = None) -> EvidenceView:
-    content = _content(e)
-    documents = _documents(content, revision_urls or {}) if e.tool == ToolName.SEARCH_DOCS else ()
+    """How staff see `e`, as its tool's view shows it. A result that quotes documents is checked for text
+    addressing the agent in their excerpts only; any other, in all it holds."""
+    view, content = _view(e.tool), _content(e)
+    documents = _documents(view, content, revision_urls or {})
     injection = next((d.injection for d in documents if d.injection), None) or (
-        None if e.tool == ToolName.SEARCH_DOCS else suspected_injection(e.content))
-    return EvidenceView(ref=e.ref, tool=e.tool, args=e.args, source_kind=SOURCE_KIND.get(e.tool, SourceKind.OTHER),
-                        source=_source(e), excerpt=_excerpt(e, content), truncated=e.truncated,
+        None if view.cites_documents else suspected_injection(e.content))
+    return EvidenceView(ref=e.ref, tool=e.tool, args=e.args, source_kind=SourceKind(view.kind),
+                        source=view.source(e.source_ref), excerpt=_excerpt(view, e, content), truncated=e.truncated,
                         captured_at=e.captured_at, documents=documents, injection_phrase=injection)
 
 
@@ -205,37 +204,20 @@ def _content(e: Evidence) -> dict[str, Any] | None:
     return content if isinstance(content, dict) else None
 
 
-def _documents(content: dict[str, Any] | None, urls: dict[tuple[str, str], str]) -> tuple[DocumentView, ...]:
-    hits = (content or {}).get("results", [])
+def _documents(view: ResultView, content: dict[str, Any] | None,
+               urls: dict[tuple[str, str], str]) -> tuple[DocumentView, ...]:
+    cited = view.documents(content) if content is not None and view.cites_documents else ()
     return tuple(
-        DocumentView(code=h["id"], revision=h["revision"], title=h["title"], url=urls.get((h["id"], h["revision"]), ""),
-                     excerpt=cut_excerpt(h["excerpt"]), injection=suspected_injection(h["excerpt"]))
-        for h in hits
+        DocumentView(code=d.code, revision=d.revision, title=d.title, url=urls.get((d.code, d.revision), ""),
+                     excerpt=cut_excerpt(d.excerpt), injection=suspected_injection(d.excerpt))
+        for d in cited
     )
 
 
-def _source(e: Evidence) -> str:
-    if e.tool == ToolName.SEARCH_DOCS:
-        return ", ".join(s.strip().replace("@", " revision ") for s in e.source_ref.split(",")) or e.source_ref
-    if e.tool == ToolName.READ_SERVICE_STATUS:
-        return e.source_ref.removeprefix("service:") + " service status"
-    return e.source_ref
-
-
-def _excerpt(e: Evidence, content: dict[str, Any] | None, width: int = 400) -> str:
-    if content is None:
+def _excerpt(view: ResultView, e: Evidence, content: dict[str, Any] | None, width: int = 400) -> str:
+    if content is None or view is OTHER_TOOL:
         return cut_excerpt(e.content, width)
-    if e.tool == ToolName.SEARCH_DOCS:
-        hits = content.get("results", [])
-        text = " | ".join(f"{h['id']} {h['revision']} “{h['title']}”: {cut_excerpt(h['excerpt'])}" for h in hits)
-        return cut_excerpt(text or f"No documents matched “{content.get('query', '')}”.", width)
-    if e.tool == ToolName.READ_JOB_STATUS:
-        keys = ("kind", "status", "error_code", "requested_by", "requester_current_role", "failed_at")
-        return cut_excerpt(", ".join(f"{k}: {content.get(k)}" for k in keys if content.get(k) is not None), width)
-    if e.tool == ToolName.READ_SERVICE_STATUS:
-        incidents = "; ".join(f"{i['id']} {i['title']} ({i['status']})" for i in content.get("incidents", []))
-        return f"status: {content.get('status')}" + (f"; incidents: {incidents}" if incidents else "")
-    return cut_excerpt(e.content, width)
+    return view.excerpt(content, width)
 
 
 def evidence_for(*, ticket_id: int, refs: list[str]) -> list[EvidenceView]:
@@ -243,7 +225,7 @@ def evidence_for(*, ticket_id: int, refs: list[str]) -> list[EvidenceView]:
     numbers = [int(r[1:]) for r in refs if r[:1] == "E" and r[1:].isdigit()]
     found = {e.number: e for e in Evidence.objects.filter(ticket_id=ticket_id, number__in=numbers)}
     items = [found[n] for n in numbers if n in found]
-    urls = revision_urls([e.source_ref for e in items if e.tool == ToolName.SEARCH_DOCS])
+    urls = revision_urls([e.source_ref for e in items if _view(e.tool).cites_documents])
     return [evidence_view(e, urls) for e in items]
 
 

@@ -12,10 +12,10 @@ from engine.models import EvaluationCase, Run, ToolAttempt
 from providers import ModelAdapter, adapter_for_run
 from tickets.models import Evidence
 from tickets.selectors import SessionScope
+from tools.base import call_key
 from tools.dispatch import Dispatcher
 from tools.lookups import UNBOUNDED, Lookup
 from tools.registry import ToolError, ToolResult
-from tools.schemas import call_key
 
 NOT_RECORDED = "not recorded in the original run"
 

@@ -30,7 +30,7 @@ from engine.models import Approval, Evaluation, EvaluationCase, ReviewPacket, Ru
 from engine.services import RunError, approval_answer, run_start
 from engine.statuses import Status
 from tickets.models import Evidence, Ticket
-from tools.schemas import call_key
+from tools.base import call_key
 
 MAX_APPROVAL_ROUNDS = 20
 HELD_WAIT_SECONDS = 1.0  # between looks at a run another process holds

@@ -3,7 +3,8 @@
 `rules` and `replay` are built in. `openai:<model>` and `anthropic:<model>` are
 provider models reached through the official SDKs; their keys and endpoints
 come from the SDKs' standard environment variables. `context` is what a model is shown
-(a run's context, rendered and fitted), `tooldefs` the tools as each provider declares them.
+(a run's context, rendered and fitted), `tooldefs` the tools as each provider declares them,
+`answers` the draft and handoff a model may answer with.
 Providers import tools, tickets and the kit, never the engine: a run is handed to
 `adapter_for_run` as anything with a model name and script (`ModelChoice`).
 """

@@ -17,7 +17,11 @@ from typing import Any
 
 from providers.base import BuiltInModel, ModelAdapter, ModelRequestSpec, ModelResponse, TokenUsage
 from providers.context import Context, EvidenceItem
-from tools.schemas import ToolName
+from tools import read_job_status, read_service_status, search_docs
+
+# The tools the rules call, as their modules name them (each is in tools.registry.TOOLS: a test checks it).
+JOBS, DOCS, SERVICES = read_job_status.TOOL.name, search_docs.TOOL.name, read_service_status.TOOL.name
+RULE_TOOLS = (JOBS, DOCS, SERVICES)
 
 JOB_ID = re.compile(r"\bJ-[0-9]{1,12}\b", re.IGNORECASE)
 ERROR_CODE = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+){1,}\b")
@@ -59,7 +63,7 @@ class Investigation:
         self.by_tool: dict[str, list[EvidenceItem]] = {}
         for item in ctx.evidence:
             self.by_tool.setdefault(item.tool, []).append(item)
-        self._jobs = [_content(e) | {"ref": e.ref} for e in self.by_tool.get(ToolName.READ_JOB_STATUS, [])]
+        self._jobs = [_content(e) | {"ref": e.ref} for e in self.by_tool.get(JOBS, [])]
 
     def _untried(self, tool: str, args: dict[str, Any]) -> bool:
         return (tool, json.dumps(args, sort_keys=True)) not in self.tried
@@ -81,21 +85,21 @@ class Investigation:
     def next_decision(self) -> dict[str, Any]:
         # Job lookups need a verified session; without one they are left as open questions.
         for job_id in self.job_ids() if self.ctx.session_verified else []:
-            if self._untried(ToolName.READ_JOB_STATUS, {"job_id": job_id}):
-                return {"call": {"tool": ToolName.READ_JOB_STATUS, "args": {"job_id": job_id}}}
+            if self._untried(JOBS, {"job_id": job_id}):
+                return {"call": {"tool": JOBS, "args": {"job_id": job_id}}}
         for code in self.error_codes():
             args = {"query": code.casefold(), "max_results": 3}
-            if self._untried(ToolName.SEARCH_DOCS, args):
-                return {"call": {"tool": ToolName.SEARCH_DOCS, "args": args}}
+            if self._untried(DOCS, args):
+                return {"call": {"tool": DOCS, "args": args}}
         if not self.explained_failures():
             for service in self.services():
-                if self._untried(ToolName.READ_SERVICE_STATUS, {"service": service}):
-                    return {"call": {"tool": ToolName.READ_SERVICE_STATUS, "args": {"service": service}}}
+                if self._untried(SERVICES, {"service": service}):
+                    return {"call": {"tool": SERVICES, "args": {"service": service}}}
         return self.draft()
 
     def docs_for(self, code: str) -> list[tuple[str, dict[str, Any]]]:
         found = []
-        for item in self.by_tool.get(ToolName.SEARCH_DOCS, []):
+        for item in self.by_tool.get(DOCS, []):
             for doc in _content(item).get("results", []):
                 if code.casefold() in json.dumps(doc).casefold():
                     found.append((item.ref, doc))
@@ -125,7 +129,7 @@ class Investigation:
             if id(job) not in explained and all(job["ref"] != c for c in cited):
                 sentences.append(self._job_sentence(job))
                 cited.append(job["ref"])
-        for item in self.by_tool.get(ToolName.READ_SERVICE_STATUS, []):
+        for item in self.by_tool.get(SERVICES, []):
             status = _content(item)
             sentences.append(f"Service {status.get('service')} is {status.get('status')} [{item.ref}].")
             cited.append(item.ref)
@@ -153,7 +157,7 @@ class Investigation:
         """The jobs whose every lookup failed because the job status service did not answer."""
         outcomes: dict[str, set[str]] = {}
         for a in self.ctx.attempts:
-            if a.tool == ToolName.READ_JOB_STATUS:
+            if a.tool == JOBS:
                 outcomes.setdefault(str(a.args.get("job_id")), set()).add(a.outcome)
         return [job for job, seen in outcomes.items() if seen and seen <= UNANSWERED]
 
@@ -164,7 +168,7 @@ class Investigation:
         if unreached:
             said.append(f"The job status service could not be reached, so {', '.join(unreached)} could not be"
                         " looked up.")
-        for item in self.by_tool.get(ToolName.SEARCH_DOCS, []):
+        for item in self.by_tool.get(DOCS, []):
             said.append(self._search_sentence(item))
         if not said:
             return NOTHING_TO_LOOK_UP

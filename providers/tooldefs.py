@@ -1,9 +1,9 @@
 """What a provider model is offered and how its reply becomes a decision; shared by the provider adapters.
 
-Tool definitions are generated from the dispatch table's argument schemas
-(`tools.schemas.ARG_SCHEMAS`), so a model is offered exactly the three
-lookups, plus two decision functions whose arguments are the loop's own
-pydantic schemas: `submit_draft` (DraftSchema) and `hand_off` (HandoffSchema).
+Tool definitions are generated from the dispatch table (`tools.registry.TOOLS`),
+so a model is offered exactly its lookups, plus two decision functions whose
+arguments are the loop's own pydantic schemas: `submit_draft` (DraftSchema) and
+`hand_off` (HandoffSchema). The instructions name the same lookups, from the same table.
 A decision is never dispatched and never spends a tool attempt: it becomes the
 reply's draft or handoff, which the loop validates like any other.
 
@@ -27,9 +27,10 @@ from typing import Any
 from django.conf import settings
 
 from providers import Provider, endpoint_problem
+from providers.answers import DraftSchema, HandoffSchema
 from providers.base import ModelAdapter, ModelError, ModelRequestSpec, ModelResponse, TokenUsage
 from providers.context import SYSTEM_TEXT, utf8_len
-from tools.schemas import ARG_SCHEMAS, DraftSchema, HandoffSchema
+from tools.registry import TOOLS
 
 log = logging.getLogger("agentrun.providers")
 
@@ -45,8 +46,8 @@ DECISION_TOOLS: dict[str, tuple[type, str]] = {
 }
 
 INSTRUCTIONS = (
-    "Reply by calling exactly one function, never more than one: a lookup (search_docs, read_job_status, "
-    "read_service_status), submit_draft with the review packet once the evidence supports it, or hand_off "
+    f"Reply by calling exactly one function, never more than one: a lookup ({', '.join(TOOLS)}), "
+    f"{DRAFT_TOOL} with the review packet once the evidence supports it, or {HANDOFF_TOOL} "
     "when a person must take over. A reply without a function call is not used."
 )
 EMPTY_USER_TEXT = "(empty)"  # providers refuse an empty message; a prompt cut to nothing still sends one
@@ -65,8 +66,8 @@ class ToolDef:
 
 @functools.cache
 def tool_definitions() -> tuple[ToolDef, ...]:
-    """The three lookups of the dispatch table, then the two decisions; nothing else."""
-    lookups = [ToolDef(name, (schema.__doc__ or name).strip(), _parameters(schema)) for name, schema in ARG_SCHEMAS.items()]
+    """The lookups of the dispatch table, then the two decisions; nothing else."""
+    lookups = [ToolDef(name, tool.description, _parameters(tool.args)) for name, tool in TOOLS.items()]
     decisions = [ToolDef(name, text, _parameters(schema)) for name, (schema, text) in DECISION_TOOLS.items()]
     return tuple(lookups + decisions)
 

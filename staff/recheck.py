@@ -29,12 +29,11 @@ from django.utils import timezone
 from engine.models import Approval, EvidenceCheck, ReviewPacket, Run, ToolAttempt
 from engine.timeline import revision_urls
 from tickets.models import CustomerSession, Document, Evidence
-from tickets.selectors import Forbidden, SessionScope, documents_current_revisions
+from tickets.selectors import Forbidden, SessionScope
 from tools import registry
-from tools.compare import Comparison, Difference, Outcome, compare, needs_acknowledgement
+from tools.compare import Comparison, Difference, Outcome, needs_acknowledgement
 from tools.dispatch import Dispatcher
-from tools.lookups import ApprovalRequired, Lookup, ToolError, not_listed
-from tools.schemas import ToolName
+from tools.lookups import ApprovalRequired, Lookup, ToolError
 
 APPROVAL_NEEDED = "this lookup needs a supervisor's approval, which the run did not have for it"
 
@@ -87,25 +86,18 @@ def evidence_reread(*, evidence: Evidence, run: Run, session: CustomerSession, a
     except ApprovalRequired:
         return Comparison.unchecked(APPROVAL_NEEDED)
     except ToolError as exc:
-        if str(exc) == not_listed(str(args.get("service", ""))):
+        if exc.gone:
             return Comparison.gone(str(exc))
         return Comparison.unchecked(str(exc), transient=exc.transient)
     recorded = json.loads(evidence.content)
-    return compare(evidence.tool, recorded, result.content, _cited_revisions(evidence.tool, recorded))
-
-
-def _cited_revisions(tool: str, recorded: dict[str, Any]) -> dict[str, str] | None:
-    """A search's cited documents as they stand now (tools.compare._documents); None for other tools."""
-    if tool != ToolName.SEARCH_DOCS:
-        return None
-    codes = [str(r["id"]) for r in recorded.get("results") or [] if isinstance(r, dict) and "id" in r]
-    return documents_current_revisions(codes=codes)
+    return tool.compare(recorded, result.content, tool.standing(recorded))
 
 
 def unverified_reason(run: Run) -> str:
-    """Why an unverified session reads nothing, as the data can tell it: only a verified session reads a job,
-    so a run that read one had a verified session then; otherwise it may never have been verified."""
-    if run.attempts.filter(tool=ToolName.READ_JOB_STATUS, outcome=ToolAttempt.Outcome.OK).exists():
+    """Why an unverified session reads nothing, as the data can tell it: only a verified session reads with a
+    `verified_only` tool (a job), so a run that did had a verified session then; otherwise it may never have been."""
+    verified_only = [name for name, tool in registry.TOOLS.items() if tool.verified_only]
+    if run.attempts.filter(tool__in=verified_only, outcome=ToolAttempt.Outcome.OK).exists():
         return "the customer's session is no longer verified; nothing was read"
     return "the customer's session is not verified; nothing was read"
 

@@ -1,21 +1,20 @@
-"""PURE: what changed between an evidence item as recorded and its source as it reads now.
+"""PURE: the words for what changed between an evidence item as recorded and its source as it reads now.
 
-`compare(tool, old, new)` takes two tool results (the recorded content and a
-fresh read, the same shape, tools.lookups) and says `unchanged`, `changed`
-(with each difference in plain words: `status: failed → succeeded`, a cited
-document `DOC-EXPORT-7: r3 → r4`) or `gone` (a search that finds none of the
-documents it cited). A source that could not be read at all is the caller's
-`gone` or `could_not_check`; this module only compares.
+A tool's comparer (`Tool.compare`, in the tool's own module; `tools.registry.compare` picks it)
+takes two results of the same call (the recorded content and a fresh read, the same shape) and
+says `unchanged`, `changed` (with each difference in plain words: `status: failed → succeeded`, a
+cited document `DOC-EXPORT-7: r3 → r4`) or `gone` (a search that finds none of the documents it
+cited). This module holds what comparers share: the outcome, a difference, field-by-field
+comparison (`flat`). A source that could not be read at all is the caller's `gone` or
+`could_not_check`; comparers only compare.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import TextChoices
-
-from tools.schemas import ToolName
 
 
 class Outcome(TextChoices):
@@ -78,23 +77,11 @@ class Comparison:
         return f"{self.outcome.label}: {detail}" if detail else self.outcome.label
 
 
-def compare(tool: str, old: dict[str, Any], new: dict[str, Any],
-            revisions: Mapping[str, str] | None = None) -> Comparison:
-    """The recorded result `old` against the fresh result `new` of the same call of `tool`.
-
-    `revisions` ({code: "rN"}, a search's cited documents as they stand now, whether or not the search
-    still ranks them) lets a cited document read the same on every packet: see `_documents`.
-    """
-    if tool == ToolName.SEARCH_DOCS:
-        return _documents(old, new, revisions)
-    return _COMPARERS.get(tool, _flat)(old, new)
-
-
 def word(value: Any) -> str:
     return "none" if value is None or value == "" else str(value)
 
 
-def _field_differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[Difference]:
+def field_differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[Difference]:
     """Scalar fields that differ, in the order the fresh result gives them (fields it no longer has last).
 
     The recorded content is canonical JSON (keys sorted); a fresh result keeps its tool's order (status first).
@@ -107,62 +94,10 @@ def _field_differences(old: dict[str, Any], new: dict[str, Any], prefix: str = "
     ]
 
 
-def _flat(old: dict[str, Any], new: dict[str, Any]) -> Comparison:
-    """A job's status and the like: field by field."""
-    return Comparison.of(_field_differences(old, new))
+def flat(old: dict[str, Any], new: dict[str, Any], standing: Mapping[str, str] | None = None) -> Comparison:
+    """A job's status and the like: field by field. Nothing besides the two results is needed."""
+    return Comparison.of(field_differences(old, new))
 
 
-def _by_id(items: Any) -> dict[str, dict[str, Any]]:
+def by_id(items: Any) -> dict[str, dict[str, Any]]:
     return {str(item["id"]): item for item in items or [] if isinstance(item, dict) and "id" in item}
-
-
-def _service(old: dict[str, Any], new: dict[str, Any]) -> Comparison:
-    """The service's fields, then its incidents by id: each one's fields, gone from the list, or new."""
-    differences = _field_differences(old, new)
-    before, after = _by_id(old.get("incidents")), _by_id(new.get("incidents"))
-    for id_, incident in before.items():
-        if id_ not in after:
-            differences.append(Difference(f"incident {id_}", word(incident.get("status")), "no longer listed"))
-        else:
-            differences += _field_differences(incident, after[id_], prefix=f"incident {id_} ")
-    differences += [Difference(f"incident {i}", "not listed", word(after[i].get("status"))) for i in after
-                    if i not in before]
-    return Comparison.of(differences)
-
-
-def _documents(old: dict[str, Any], new: dict[str, Any], revisions: Mapping[str, str] | None = None) -> Comparison:
-    """Each cited document by code: its revision (`r3 → r4`), its title, found no longer, or newly found.
-
-    A cited document the fresh search does not list is looked up in `revisions`
-    (its current revision, absent when no search can find it any more): with a
-    newer revision it reads `r3 → r4`, with the same one it reads as cited (the
-    search just ranks it out), and only a document no search can find reads `no
-    longer found`. So the same document reads the same on every packet, whatever
-    query cited it. Without `revisions`, a document the search does not list is
-    `no longer found`. Excerpts follow the revision and are not compared. A
-    search none of whose cited documents can be found any more is `gone`.
-    """
-    before, after = _by_id(old.get("results")), _by_id(new.get("results"))
-    current = {code: after[code].get("revision") for code in after}
-    current.update({code: rev for code, rev in (revisions or {}).items() if code not in current})
-    if before and not before.keys() & current.keys():
-        return Comparison.gone("the search no longer finds any of the documents it cited")
-    differences: list[Difference] = []
-    for code, cited in before.items():
-        if code not in current:
-            differences.append(Difference(code, word(cited.get("revision")), "no longer found", code))
-            continue
-        if cited.get("revision") != current[code]:
-            differences.append(Difference(code, word(cited.get("revision")), word(current[code]), code))
-        if code in after and cited.get("title") != after[code].get("title"):
-            differences.append(Difference(f"{code} title", word(cited.get("title")), word(after[code].get("title"))))
-    differences += [Difference(code, "not found", word(after[code].get("revision")), code) for code in after
-                    if code not in before]
-    return Comparison.of(differences)
-
-
-_COMPARERS: dict[str, Callable[[dict[str, Any], dict[str, Any]], Comparison]] = {
-    ToolName.READ_JOB_STATUS: _flat,
-    ToolName.READ_SERVICE_STATUS: _service,
-    ToolName.SEARCH_DOCS: _documents,
-}

@@ -1,19 +1,13 @@
-"""The account-data tools read from the operator's own services over HTTP.
+"""What the tools that read the operator's own services over HTTP share: one GET, bounded by the run's deadline.
 
-`read_job_status` asks AGENT_JOB_STATUS_URL (`{job_id}` filled in, URL-quoted)
-with the verified account's code in the `X-Account` header and the
-AGENT_JOB_STATUS_AUTH_HEADER; `read_service_status` reads a Statuspage
-summary (AGENT_SERVICE_STATUS_URL, `/api/v2/summary.json`). Each reply is
-parsed into a pydantic model first and mapped to the same result the
-database backends give (tools.lookups), so the model and the packet see
-the same thing whichever backend read it.
+A tool's HTTP backend (in its own module: `read_job_status`, `read_service_status`) sends one
+`http_get`, refuses any status but 200 (`refuse_status`), and parses the reply into a pydantic
+model first (`parse_reply`), then maps it to the same result its database backend gives, so the
+model and the packet see the same thing whichever backend read it.
 
-Errors: no answer in time, a lost connection, 5xx and 429 are transient (the
-loop retries them as `max_read_retries` allows); 401/403 are a configuration
-error; a reply that does not fit its schema is refused. A job's 404, and a
-reply about another account, are Forbidden: the outcome the database backend
-gives for a job the session may not see. The credential never reaches a log
-or a stored error.
+Errors: no answer in time, a lost connection, 5xx and 429 are transient (the loop retries them as
+`max_read_retries` allows); 401/403 are a configuration error; a reply that does not fit its schema
+is refused. A credential never reaches a log or a stored error.
 """
 from __future__ import annotations
 
@@ -21,148 +15,26 @@ import logging
 import os
 import threading
 import time
-from typing import Any
-from urllib.parse import quote
+from typing import Any, TypeVar
 
 import httpx2
-from django.conf import settings
-from pydantic import AwareDatetime, BaseModel, ConfigDict, StrictBool, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from tickets.selectors import Forbidden, SessionScope, account_code
-from tools.lookups import (
-    UNBOUNDED,
-    ApprovalRequired,
-    IncidentView,
-    JobView,
-    Lookup,
-    ToolError,
-    ToolResult,
-    job_result,
-    not_listed,
-    service_result,
-)
+from tools.lookups import ToolError
 
 log = logging.getLogger("agentrun")
 
-ACCOUNT_HEADER = "X-Account"
 MAX_REPLY_BYTES = 2 * 1024 * 1024
 TIMEOUT_WITHOUT_DEADLINE = 30.0  # outside a run (a shell, a test calling a backend): no wait is unbounded
 
 
-# --- the replies' schemas ---------------------------------------------------------------
-
-
 class Reply(BaseModel):
+    """A reply's schema: the fields a backend reads; anything else the service sends is ignored."""
+
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
-class JobReply(Reply):
-    """The job endpoint's reply (docs/help-desks/services.md)."""
-
-    job_id: str
-    account: str
-    kind: str
-    status: str
-    error_code: str | None = None
-    requested_by: str | None = None
-    requester_current_role: str | None = None
-    created_at: AwareDatetime
-    finished_at: AwareDatetime | None = None
-    sensitive: StrictBool
-
-
-class Component(Reply):
-    id: str
-    name: str
-    status: str
-
-
-class ComponentRef(Reply):
-    id: str
-    name: str = ""
-
-
-class Incident(Reply):
-    id: str
-    name: str
-    status: str
-    created_at: AwareDatetime
-    started_at: AwareDatetime | None = None
-    resolved_at: AwareDatetime | None = None
-    components: list[ComponentRef] = []
-
-
-class Summary(Reply):
-    """The part of a Statuspage `/api/v2/summary.json` these lookups read."""
-
-    components: list[Component]
-    incidents: list[Incident] = []
-
-
-# --- read_job_status ---------------------------------------------------------------------
-
-
-def read_job_status_allowed(scope: SessionScope, args: dict[str, Any]) -> bool:
-    """Before dispatch: a verified session. The account match is the backend's (it cannot be known earlier)."""
-    return scope.verified
-
-
-def read_job_status(scope: SessionScope, args: dict[str, Any], lookup: Lookup = UNBOUNDED) -> ToolResult:
-    if not scope.verified:  # again, so that no request ever leaves for an unverified session
-        raise Forbidden("job lookups need a verified session")
-    account = account_code(account_id=scope.account_id)
-    url = settings.AGENT_JOB_STATUS_URL.replace("{job_id}", quote(args["job_id"], safe=""))
-    headers = {ACCOUNT_HEADER: account, **_auth_header()}
-    status, body = _get(url, headers, lookup.timeout, what="the job status service")
-    if status == 404:
-        raise Forbidden("no such job for this session",
-                        staff_reason=f"{args['job_id']} does not exist: the job status service answered 404.")
-    _refuse_status(status, what="the job status service", credential="AGENT_JOB_STATUS_AUTH_HEADER")
-    job = _parse(JobReply, body, what="the job status service")
-    if job.account != account:
-        log.warning("the job status service answered for another account; the reply was refused")
-        raise Forbidden("no such job for this session",
-                        staff_reason=f"{args['job_id']} belongs to another account ({job.account}).")
-    if job.job_id != args["job_id"]:
-        raise ToolError("the job status service answered about another job; the reply was refused")
-    if job.sensitive and not lookup.approved:
-        raise ApprovalRequired(f"job {job.job_id} is marked sensitive")
-    return job_result(JobView(
-        job_id=job.job_id, kind=job.kind, status=job.status, error_code=job.error_code or None,
-        requested_by=job.requested_by, requester_current_role=job.requester_current_role,
-        created_at=job.created_at, finished_at=job.finished_at,
-    ))
-
-
-def _auth_header() -> dict[str, str]:
-    configured = settings.AGENT_JOB_STATUS_AUTH_HEADER
-    return {configured[0]: configured[1]} if configured else {}
-
-
-# --- read_service_status -------------------------------------------------------------------
-
-
-def read_service_status(scope: SessionScope, args: dict[str, Any], lookup: Lookup = UNBOUNDED) -> ToolResult:
-    """The component named like the service (case-insensitively) and the incidents the page lists for it."""
-    what = "the status page"
-    status, body = _get(settings.AGENT_SERVICE_STATUS_URL, {"Accept": "application/json"}, lookup.timeout, what=what)
-    _refuse_status(status, what=what, credential=None)
-    summary = _parse(Summary, body, what=what)
-    wanted = args["service"].casefold()
-    component = next((c for c in summary.components if c.name.casefold() == wanted), None)
-    if component is None:
-        raise ToolError(not_listed(args["service"]))
-    incidents = [
-        IncidentView(i.id, i.name, i.status, i.started_at or i.created_at, i.resolved_at)
-        for i in summary.incidents
-        if any(ref.id == component.id or ref.name.casefold() == wanted for ref in i.components)
-    ]
-    return service_result(args["service"], _component_status(component.status), incidents)
-
-
-def _component_status(status: str) -> str:
-    """Statuspage's `degraded_performance` is what our own table calls `degraded`; the rest as the page says."""
-    return "degraded" if status == "degraded_performance" else status
+R = TypeVar("R", bound=Reply)
 
 
 # --- one GET, bounded by the deadline --------------------------------------------------------
@@ -202,7 +74,7 @@ class _UntilDeadline(dict):
         return self.get(key)
 
 
-def _get(url: str, headers: dict[str, str], timeout: float | None, *, what: str) -> tuple[int, bytes]:
+def http_get(url: str, headers: dict[str, str], timeout: float | None, *, what: str) -> tuple[int, bytes]:
     """(status, body) of a GET that ends by `timeout` seconds from now, whatever the server does."""
     deadline = time.monotonic() + (TIMEOUT_WITHOUT_DEADLINE if timeout is None else timeout)
     client = http_client()
@@ -230,7 +102,7 @@ def _read_body(response: httpx2.Response, deadline: float, what: str) -> bytes:
     return bytes(body)
 
 
-def _refuse_status(status: int, *, what: str, credential: str | None) -> None:
+def refuse_status(status: int, *, what: str, credential: str | None) -> None:
     """Raise for any status but 200: transient for 5xx and 429, a configuration error for 401/403."""
     if status == 200:
         return
@@ -243,7 +115,7 @@ def _refuse_status(status: int, *, what: str, credential: str | None) -> None:
     raise ToolError(f"{what} answered HTTP {status}")
 
 
-def _parse(schema: type[Reply], body: bytes, *, what: str):
+def parse_reply(schema: type[R], body: bytes, *, what: str) -> R:
     """The reply as `schema`, or a non-transient failure naming what did not fit (never the values)."""
     try:
         return schema.model_validate_json(body)

@@ -19,7 +19,7 @@ from engine.decisions import (
     parse_reply,
 )
 from engine.statuses import Detail, Status, Stop
-from tools.schemas import call_key
+from tools.base import call_key
 
 J42 = {"tool": "read_job_status", "args": {"job_id": "J-42"}}
 DOCS = {"tool": "search_docs", "args": {"query": "export"}}

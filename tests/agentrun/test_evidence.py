@@ -13,8 +13,8 @@ from engine.services import run_start
 from tickets.models import Evidence, Ticket
 from tickets.selectors import SessionScope
 from tickets.services import evidence_record
+from tools.base import call_key, canonical_json
 from tools.registry import TOOLS
-from tools.schemas import call_key, canonical_json
 
 pytestmark = pytest.mark.usefixtures("settle")
 

@@ -22,8 +22,8 @@ from tickets.models import Evidence, Service, Ticket
 from tickets.selectors import SessionScope
 from tools.httpbackends import http_client
 from tools.lookups import Lookup, ToolError
+from tools.read_service_status import SERVICES
 from tools.registry import TOOLS
-from tools.schemas import SERVICES
 
 pytestmark = pytest.mark.usefixtures("settle")
 

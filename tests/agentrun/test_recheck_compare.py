@@ -1,7 +1,8 @@
-"""The pure comparison of an evidence item as recorded with its source as it reads now (tools.compare)."""
+"""The pure comparison of an evidence item as recorded with its source as it reads now (each tool's comparer)."""
 import pytest
 
-from tools.compare import Comparison, Difference, Outcome, compare, needs_acknowledgement
+from tools.compare import Comparison, Difference, Outcome, needs_acknowledgement
+from tools.registry import compare
 
 JOB = {"job_id": "J-42", "kind": "csv_export", "status": "failed", "error_code": "EXPORT_ROLE_REQUIRED",
        "requested_by": "dana@acme.example", "failed_at": "2026-09-14T10:02:00Z", "finished_at": "2026-09-14T10:02:00Z"}

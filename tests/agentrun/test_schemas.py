@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 
 from engine.decisions import Call, NormalizedCall, normalize_call
 from engine.statuses import Detail, Status, Stop
-from tools.schemas import call_key, canonical_json, normalize_args
+from tools.base import call_key, canonical_json
+from tools.registry import TOOLS
 
 
 def normalized(tool, args):
@@ -119,12 +120,12 @@ def test_job_id_of_thirteen_digits_with_padding_is_still_too_long():
     assert is_bad_arguments("read_job_status", {"job_id": "  J-1234567890123  "})
 
 
-def test_normalize_args_leaves_non_strings_for_validation():
-    assert normalize_args("search_docs", {"query": " A  B ", "max_results": 3.0}) == {"query": "a b", "max_results": 3.0}
+def test_normalize_leaves_non_strings_for_validation():
+    assert TOOLS["search_docs"].args.normalize({"query": " A  B ", "max_results": 3.0}) == {"query": "a b", "max_results": 3.0}
 
 
-def test_normalize_args_applies_case_rules_only_to_their_own_argument():
-    assert normalize_args("read_job_status", {"job_id": "j-1", "note": " Keep  Case "}) == {
+def test_normalize_applies_case_rules_only_to_their_own_argument():
+    assert TOOLS["read_job_status"].args.normalize({"job_id": "j-1", "note": " Keep  Case "}) == {
         "job_id": "J-1", "note": "Keep Case"}
 
 

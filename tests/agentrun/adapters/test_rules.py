@@ -7,9 +7,14 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from engine.decisions import Call, NormalizedCall, normalize_call
 from engine.models import Run
 from engine.services import investigation_start
+from providers.context import AttemptItem, Context
+from providers.rules import RULE_TOOLS, SERVICE_WORDS, Investigation
 from tickets.models import Evidence
+from tools.read_service_status import SERVICES
+from tools.registry import TOOLS
 
 pytestmark = pytest.mark.usefixtures("settle")
 
@@ -131,3 +136,25 @@ def test_for_an_unverified_session_the_rules_leave_jobs_as_an_open_question(tick
     assert "read_job_status" not in [d["tool"] for d in report["dispatched"]]
     assert [d["tool"] for d in report["dispatched"]] == ["read_service_status"]
     assert any("not verified" in q and "J-42" in q for q in report["packet"]["open_questions"])
+
+
+def test_the_rules_name_only_tools_of_the_table_and_services_it_lists():
+    assert set(RULE_TOOLS) <= TOOLS.keys()
+    assert set(SERVICE_WORDS) <= set(SERVICES)
+
+
+def test_every_call_the_rules_propose_is_a_valid_call_of_the_table():
+    """Pure: the rules' lookups for a ticket naming a job, an error code and services pass the loop's checks."""
+    ctx = Context("T-9", "Export and billing", "J-42 failed with EXPORT_ROLE_REQUIRED; the invoice too.", True)
+    proposed = []
+    for _ in range(10):
+        decision = Investigation(ctx).next_decision()
+        if "call" not in decision:
+            break
+        call = normalize_call(Call(decision["call"]["tool"], decision["call"]["args"]))
+        assert isinstance(call, NormalizedCall), call
+        proposed.append(call.tool)
+        ctx = Context(ctx.ticket_ref, ctx.subject, ctx.body, True,
+                      attempts=(*ctx.attempts, AttemptItem(call.tool, call.args, "error")))
+    assert proposed == ["read_job_status", "search_docs", "read_service_status", "read_service_status"]
+

@@ -1,11 +1,17 @@
 """What every provider model is offered, and how a reply's calls become one decision. Pure: no database."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from engine.decisions import Call, DraftProposal, Handoff, Malformed, MultipleCalls, parse_reply
+from providers import PROVIDERS
+from providers.anthropic_messages import AnthropicMessagesAdapter
 from providers.context import SYSTEM_TEXT, Context, EvidenceItem, fence_id, fit_context, utf8_len
+from providers.openai_chat import OpenAIChatAdapter
 from providers.tooldefs import (
+    DECISION_TOOLS,
     INSTRUCTIONS,
     ToolCall,
     framing_bytes,
@@ -15,16 +21,39 @@ from providers.tooldefs import (
     tool_definitions,
     usage_from,
 )
-from tools.schemas import ARG_SCHEMAS
+from tools.registry import TOOLS
 
 
 def test_exactly_the_dispatch_table_and_two_decisions_are_offered():
     defs = tool_definitions()
-    assert [d.name for d in defs] == [*ARG_SCHEMAS, "submit_draft", "hand_off"]
-    for d in defs[:3]:
+    assert [d.name for d in defs] == [*TOOLS, "submit_draft", "hand_off"]
+    for d in defs[:len(TOOLS)]:
         assert d.parameters["additionalProperties"] is False
-        assert set(d.parameters["properties"]) == set(ARG_SCHEMAS[d.name].model_fields)
-    assert defs[4].parameters["required"] == ["reason"]
+        assert set(d.parameters["properties"]) == set(TOOLS[d.name].args.model_fields)
+    assert defs[-1].parameters["required"] == ["reason"]
+
+
+SNAKE_CASE = re.compile(r"\b[a-z]+(?:_[a-z]+)+\b")  # how a tool is named, in prose or in a definition
+
+
+def _wire_names(adapter) -> list[str]:
+    return [t["name"] if "name" in t else t["function"]["name"] for t in adapter.wire_tools()]
+
+
+OFFERS = {
+    "tool definitions": lambda: [d.name for d in tool_definitions()],
+    "system text": lambda: SNAKE_CASE.findall(SYSTEM_TEXT),
+    "instructions": lambda: SNAKE_CASE.findall(INSTRUCTIONS),
+    "openai tools": lambda: _wire_names(OpenAIChatAdapter("gpt-test", PROVIDERS["openai"])),
+    "anthropic tools": lambda: _wire_names(AnthropicMessagesAdapter("claude-test", PROVIDERS["anthropic"])),
+}
+
+
+@pytest.mark.parametrize("offer", OFFERS.values(), ids=OFFERS.keys())
+def test_a_model_is_offered_every_tool_of_the_table_and_no_other(offer):
+    """Whatever names the lookups to a model (prose or a provider's definitions) names exactly TOOLS."""
+    lookups = [name for name in offer() if name not in DECISION_TOOLS]
+    assert sorted(lookups) == sorted(TOOLS)
 
 
 J42 = ToolCall("read_job_status", {"job_id": "J-42"}, "c1")
