@@ -15,7 +15,7 @@ from engine.statuses import Status, stop_name
 from engine.watchdog import runs_expire_overdue
 from kit.adminkit import StaffSiteAdmin
 from staff.access import Refused, can, do_document_publish, do_investigate, require
-from staff.admin.runs import ReadOnly, ReadOnlyAdmin
+from staff.admin.base import ReadOnly, ReadOnlyAdmin
 from staff.dashboard_views import refusal
 from tickets.documents import BODY_MAX, CODE_MAX, CODE_PATTERN, Change, DocumentText
 from tickets.models import (
