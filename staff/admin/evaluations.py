@@ -15,7 +15,7 @@ from evaluation.services import evaluation_figures, result_of
 from kit.csvexport import csv_response
 from staff.access import Refused, can, do_evaluation_start, evaluation_models, require
 from staff.admin.base import ReadOnlyAdmin, object_pk, run_url
-from staff.dashboard_views import refusal
+from staff.pages import staff_page
 
 CASE_COLUMNS = (
     "original run", "candidate run", "ticket", "original review", "status", "detail", "drafted", "overlap",
@@ -86,11 +86,10 @@ class EvaluationAdmin(ReadOnlyAdmin):
         can_start = can(request.user, "agentrun.add_evaluation")
         return super().changelist_view(request, {**(extra_context or {}), "can_start": can_start})
 
+    @staff_page(requires="agentrun.add_evaluation")
     def start_view(self, request):
-        try:
-            require(request.user, "agentrun.add_evaluation")
-        except Refused as exc:
-            return refusal(request, exc)
+        """The start form; a start refused (no broker, a model that cannot be evaluated) shows the form again,
+        with the supervisor's choices and the reason."""
         form = EvaluationStartForm(request.POST if request.method == "POST" else None)
         if request.method == "POST" and form.is_valid():
             data = form.cleaned_data
@@ -115,11 +114,9 @@ class EvaluationAdmin(ReadOnlyAdmin):
             raise Refused("not_found", f"There is no evaluation {evaluation_id}.", 404)
         return evaluation, list(evaluation.cases.select_related("original_run__ticket"))
 
+    @staff_page
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        try:
-            evaluation, cases = self._cases(request, object_pk(object_id))
-        except Refused as exc:
-            return refusal(request, exc)
+        evaluation, cases = self._cases(request, object_pk(object_id))
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
@@ -132,9 +129,7 @@ class EvaluationAdmin(ReadOnlyAdmin):
         }
         return TemplateResponse(request, "admin/agentrun/evaluation/compare.html", context)
 
+    @staff_page
     def csv_view(self, request, evaluation_id):
-        try:
-            evaluation, cases = self._cases(request, evaluation_id)
-        except Refused as exc:
-            return refusal(request, exc)
+        evaluation, cases = self._cases(request, evaluation_id)
         return csv_response([CASE_COLUMNS, *(case_row(c) for c in cases)], filename=f"evaluation-{evaluation.pk}.csv")

@@ -20,7 +20,7 @@ from engine.timeline import evidence_for, investigator, spent_rows
 from staff.access import Refused, access_packet, can, do_packet_recheck, do_review
 from staff.admin.base import ReadOnlyAdmin, object_pk, packet_url, post_only, run_explanation
 from staff.admin.runs import approvals_shown
-from staff.dashboard_views import refusal
+from staff.pages import staff_page
 from staff.queue import packet_next_pending, packet_previous_pending, packet_to_review_after
 from staff.recheck import ItemCheck, document_links, evidence_changes, needing_acknowledgement
 from staff.reviews import packet_decision
@@ -122,11 +122,9 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
             *super().get_urls(),
         ]
 
+    @staff_page
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        try:
-            packet = access_packet(user=request.user, packet_id=object_pk(object_id))
-        except Refused as exc:
-            return refusal(request, exc)
+        packet = access_packet(user=request.user, packet_id=object_pk(object_id))
         run = packet.run
         previous_id, next_id = packet_previous_pending(packet=packet), packet_next_pending(packet=packet)
         context = {
@@ -156,13 +154,15 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
         }
         return TemplateResponse(request, "admin/agentrun/reviewpacket/detail.html", context)
 
+    @staff_page
     def of_run_view(self, request, run_id: int):
         """The packet of a run (the link packet events carry): its page, which checks who may see it."""
         packet_id = ReviewPacket.objects.filter(run_id=run_id).values_list("pk", flat=True).first()
         if packet_id is None:
-            return refusal(request, Refused("not_found", f"Run {run_id} has no review packet.", 404))
+            raise Refused("not_found", f"Run {run_id} has no review packet.", 404)
         return HttpResponseRedirect(packet_url(packet_id))
 
+    @staff_page(back_to=packet_url)
     def review_view(self, request, packet_id: int):
         """Record the review, then open the next pending packet (the queue when none is left); a changed decision
         goes back to its packet, which shows it. The same decision sent again adds nothing."""
@@ -171,15 +171,11 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
             messages.error(request, "Choose accept or reject.")
             return HttpResponseRedirect(packet_url(packet_id))
         decision, change = PacketReview.Action(action).decision, request.POST.get("change_decision") == "1"
-        try:
-            review, created = do_review(
-                user=request.user, packet_id=packet_id, decision=decision, note=request.POST.get("note", ""),
-                acknowledge_changed_evidence=request.POST.get("acknowledge_changed_evidence") == "on",
-                change_decision=change,
-            )
-        except Refused as exc:
-            messages.error(request, exc.message)
-            return HttpResponseRedirect(packet_url(packet_id))
+        review, created = do_review(
+            user=request.user, packet_id=packet_id, decision=decision, note=request.POST.get("note", ""),
+            acknowledge_changed_evidence=request.POST.get("acknowledge_changed_evidence") == "on",
+            change_decision=change,
+        )
         if change:
             done = "changed to " if created else "already "
             messages.success(request, f"Packet {packet_id}: decision {done}{decision}. "

@@ -13,10 +13,9 @@ from engine.checks import approval_time_check
 from engine.config import budget_defaults
 from engine.models import ApiToken, BudgetDefaults, StaffPreference, available_time_zones
 from kit.adminkit import StaffSiteAdmin
-from staff.access import Refused, require
 from staff.auth import token_create
-from staff.dashboard_views import refusal
 from staff.middleware import SESSION_KEY as TIME_ZONE_SESSION_KEY
+from staff.pages import staff_page
 
 PERMISSION_BUDGET = "agentrun.change_budget_defaults"
 
@@ -120,11 +119,8 @@ class BudgetDefaultsAdmin(StaffSiteAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
+    @staff_page(requires=PERMISSION_BUDGET)  # before the one row is made
     def changelist_view(self, request, extra_context=None):
-        try:
-            require(request.user, PERMISSION_BUDGET)  # before the one row is made
-        except Refused as exc:
-            return refusal(request, exc)
         row, _ = BudgetDefaults.objects.get_or_create(pk=1)
         return HttpResponseRedirect(reverse("admin:agentrun_budgetdefaults_change", args=[row.pk]))
 

@@ -18,9 +18,9 @@ from engine.models import Approval, Run
 from engine.statuses import Status, stop_name
 from engine.timeline import budget_bars, evidence_for, investigator, packet_of, run_timeline, stop_explanation
 from providers import BuiltInModel
-from staff.access import Refused, access_approval, access_run, can, do_answer_approval, do_cancel, may_cancel
+from staff.access import access_approval, access_run, can, do_answer_approval, do_cancel, may_cancel
 from staff.admin.base import ReadOnlyAdmin, object_pk, packet_url, post_only, run_explanation, run_url
-from staff.dashboard_views import refusal
+from staff.pages import staff_page
 
 
 class PurposeFilter(admin.SimpleListFilter):
@@ -81,11 +81,9 @@ class RunAdmin(ReadOnlyAdmin):
             *super().get_urls(),
         ]
 
+    @staff_page
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        try:
-            run = access_run(user=request.user, run_id=object_pk(object_id))
-        except Refused as exc:
-            return refusal(request, exc)
+        run = access_run(user=request.user, run_id=object_pk(object_id))
         packet = packet_of(run)
         context = {
             **self.admin_site.each_context(request),
@@ -109,11 +107,9 @@ class RunAdmin(ReadOnlyAdmin):
         }
         return TemplateResponse(request, "admin/agentrun/run/detail.html", context)
 
+    @staff_page
     def progress_view(self, request, run_id: int):
-        try:
-            run = access_run(user=request.user, run_id=run_id)
-        except Refused as exc:
-            return refusal(request, exc)
+        run = access_run(user=request.user, run_id=run_id)
         budget = run.get_budget()
         context = {
             **self.admin_site.each_context(request),
@@ -132,28 +128,22 @@ class RunAdmin(ReadOnlyAdmin):
         }
         return TemplateResponse(request, "admin/agentrun/run/progress.html", context)
 
+    @staff_page(back_to=run_url)
     def cancel_view(self, request, run_id: int):
-        try:
-            run = do_cancel(user=request.user, run_id=run_id)
-        except Refused as exc:
-            messages.error(request, exc.message)
-        else:
-            note = "cancelled" if run.status == Status.CANCELLED else "will stop before its next operation"
-            messages.success(request, f"Run {run.pk} {note}.")
+        run = do_cancel(user=request.user, run_id=run_id)
+        note = "cancelled" if run.status == Status.CANCELLED else "will stop before its next operation"
+        messages.success(request, f"Run {run.pk} {note}.")
         return HttpResponseRedirect(run_url(run_id))
 
+    @staff_page(back_to=run_url)
     def approval_view(self, request, run_id: int):
         decision = request.POST.get("decision")
         if decision not in Approval.Answer.values:
             messages.error(request, "Choose approve or deny.")
             return HttpResponseRedirect(run_url(run_id))
         grant = decision == Approval.Answer.GRANT
-        try:
-            run = do_answer_approval(user=request.user, run_id=run_id, grant=grant,
-                                     note="" if grant else request.POST.get("reason", ""))
-        except Refused as exc:
-            messages.error(request, exc.message)
-            return HttpResponseRedirect(run_url(run_id))
+        run = do_answer_approval(user=request.user, run_id=run_id, grant=grant,
+                                 note="" if grant else request.POST.get("reason", ""))
         word = "approved" if grant else "denied"
         messages.success(request, f"Call {word}. Run {run.pk}: {stop_name(run.status).lower()}.")
         return HttpResponseRedirect(reverse("admin:agentrun_run_progress", args=[run.pk]))
@@ -198,9 +188,7 @@ class ApprovalAdmin(ReadOnlyAdmin):
     def time_left(self, approval):
         return approval_shown(approval, approval.run, timezone.now()).time_left
 
+    @staff_page
     def change_view(self, request, object_id, form_url="", extra_context=None):
-        try:
-            approval = access_approval(user=request.user, approval_id=object_pk(object_id))
-        except Refused as exc:
-            return refusal(request, exc)
+        approval = access_approval(user=request.user, approval_id=object_pk(object_id))
         return HttpResponseRedirect(run_url(approval.run_id))
