@@ -13,17 +13,14 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
-from engine.headlines import run_headline
 from engine.models import EvidenceCheck, PacketReview, ReviewPacket, Run
+from engine.packetview import packet_view
 from engine.statuses import TERMINAL, Status, stop_name
-from engine.timeline import evidence_for, investigator, spent_rows
 from staff.access import Refused, access_packet, can, do_packet_recheck, do_review
-from staff.admin.base import ReadOnlyAdmin, object_pk, packet_url, post_only, run_explanation
-from staff.admin.runs import approvals_shown
+from staff.admin.base import ReadOnlyAdmin, object_pk, packet_url, post_only
 from staff.pages import staff_page
 from staff.queue import packet_next_pending, packet_previous_pending, packet_to_review_after
 from staff.recheck import ItemCheck, document_links, evidence_changes, needing_acknowledgement
-from staff.reviews import packet_decision
 from tools.compare import Outcome
 
 
@@ -127,28 +124,19 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
         packet = access_packet(user=request.user, packet_id=object_pk(object_id))
         run = packet.run
         previous_id, next_id = packet_previous_pending(packet=packet), packet_next_pending(packet=packet)
+        recheck = recheck_context(do_packet_recheck(user=request.user, packet=packet))
+        view = packet_view(run=run, packet=packet, evidence_checks=recheck["rechecks"])
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
-            "title": f"Review packet for {run.ticket.ref} (run {run.pk})",
-            "packet": packet,
+            "title": f"Review packet for {view.ticket_ref} (run {view.run_id})",
+            "view": view,  # what the page shows of the packet; the rest is the page's own
             "run": run,
             "ticket": run.ticket,
             "customer": run.session.user.email if run.session.user else "an unnamed customer",
-            "actor": investigator(run.model_name),
-            "spent": spent_rows(packet.budget_spent),
-            "handoff": packet.stop_reason == Status.NEEDS_HELP,
-            "stop_name": stop_name(packet.stop_reason),
-            "headline": run_headline(run=run, packet=packet),
-            "evidence": evidence_for(ticket_id=run.ticket_id, refs=list(packet.evidence_refs)),
-            "explanation": run_explanation(run, packet),
-            "reviews": list(packet.reviews.select_related("reviewer")),
-            "approvals": approvals_shown(run),
-            "can_review": can(request.user, "agentrun.review_packet")
-                          and packet.review_state != ReviewPacket.ReviewState.SUPERSEDED,
-            "decision": packet_decision(packet=packet),
+            "can_review": can(request.user, "agentrun.review_packet") and not view.superseded,
             "note": request.GET.get("note", ""),
-            **recheck_context(do_packet_recheck(user=request.user, packet=packet)),
+            **recheck,
             "previous_url": packet_url(previous_id) if previous_id else "",
             "next_url": packet_url(next_id) if next_id else "",
         }
