@@ -40,8 +40,8 @@ from kombu.exceptions import OperationalError as BrokerUnavailable
 from pydantic import BaseModel, ConfigDict
 
 from engine.models import Approval, PacketReview, ReviewPacket, Run, WebhookAttempt, WebhookDelivery
+from engine.packetview import PacketView, packet_view
 from engine.sql import StepWrites
-from engine.timeline import stop_explanation
 
 log = logging.getLogger("agentrun")
 
@@ -132,16 +132,18 @@ def packet_admin_url(run_id: int) -> str:
 
 def packet_event(*, run: Run, packet: ReviewPacket, review: PacketReview | None, now: datetime) -> PacketEvent:
     """The event for `packet` (of `run`, with its ticket) just written, or just given `review`."""
-    ticket = run.ticket
+    return packet_event_of(packet_view(run=run, packet=packet), review=review, now=now)
+
+
+def packet_event_of(view: PacketView, *, review: PacketReview | None, now: datetime) -> PacketEvent:
+    """The event as a projection of the packet's view: every field but its own id, type and time read from it."""
     return PacketEvent(
         id=uuid.uuid4(),
         type=EventType.PACKET_REVIEWED if review else EventType.PACKET_WRITTEN,
         created_at=now,
-        ticket=EventTicket(ref=ticket.ref, source=ticket.source, external_id=ticket.external_id),
-        run=EventRun(id=run.pk, status=run.status, detail=packet.detail,
-                     stop_reason=stop_explanation(packet.stop_reason, packet.detail, packet.stop_note,
-                                                 model_name=run.model_name)),
-        packet=EventPacket(url=packet_admin_url(run.pk), summary=packet.summary),
+        ticket=EventTicket(ref=view.ticket_ref, source=view.ticket_source, external_id=view.ticket_external_id),
+        run=EventRun(id=view.run_id, status=view.run_status, detail=view.detail, stop_reason=view.stop_explanation),
+        packet=EventPacket(url=packet_admin_url(view.run_id), summary=view.summary),
         review=EventReview(decision=review.decision, note=review.note, reviewed_at=review.created_at) if review else None,
     )
 

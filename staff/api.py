@@ -10,9 +10,10 @@ from ninja import Field, Header, Path, Query, Router, Schema
 from ninja import Status as Reply
 from pydantic import ConfigDict, field_validator
 
-from engine.approvals import approval_shown
+from engine.approvals import Waiting, approval_shown
 from engine.budgets import BudgetSchema
 from engine.models import Approval, PacketReview, ReviewPacket, Run, RunRequest
+from engine.packetview import PacketView, packet_view
 from engine.statuses import Detail, Status
 from engine.timeline import EvidenceView, StepKind, budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
 from kit.apierrors import ERRORS, ErrorOut
@@ -28,7 +29,7 @@ from staff.access import (
     do_review,
     require,
 )
-from staff.recheck import ItemCheck, document_links
+from staff.recheck import document_links
 from tickets.documents import CODE_MAX, CODE_PATTERN, Change, DocumentText
 from tools.compare import Outcome
 
@@ -247,9 +248,13 @@ def run_detail_out(run: Run) -> dict[str, Any]:
 def approvals_out(run: Run) -> list[dict[str, Any]]:
     """A run's approvals; a pending one whose run has ended or passed its deadline is shown expired."""
     now = timezone.now()
-    return [{"id": a.pk, "tool": a.tool, "args": a.args, "state": approval_shown(a, run, now).state_shown,
-             "reason": a.reason, "note": a.note, "requested_at": a.requested_at, "decided_by": a.decided_by,
-             "decided_at": a.decided_at} for a in run.approvals.all()]
+    return [approval_out(approval_shown(a, run, now)) for a in run.approvals.all()]
+
+
+def approval_out(shown: Waiting) -> dict[str, Any]:
+    a = shown.approval
+    return {"id": a.pk, "tool": a.tool, "args": a.args, "state": shown.state_shown, "reason": a.reason,
+            "note": a.note, "requested_at": a.requested_at, "decided_by": a.decided_by, "decided_at": a.decided_at}
 
 
 def review_out(review: PacketReview) -> dict[str, Any]:
@@ -260,24 +265,19 @@ def review_out(review: PacketReview) -> dict[str, Any]:
             "changed_evidence": review.changed_evidence, "created_at": review.created_at}
 
 
-def packet_out(packet: ReviewPacket, checks: list[ItemCheck]) -> dict[str, Any]:
-    """The packet, with `checks` (staff.recheck.ItemCheck) of its evidence as they read now."""
-    run = packet.run
-    links = document_links(checks)
-    reviews = packet.reviews.select_related("reviewer").order_by("created_at", "id")
+def packet_out(view: PacketView) -> dict[str, Any]:
+    """The packet as the API shows it: every field read from its PacketView (engine.packetview)."""
     return {
-        "id": packet.pk, "run_id": run.pk, "ticket": run.ticket.ref,
-        "subject": run.subject, "body": run.body, "summary": packet.summary,
-        "evidence": evidence_for(ticket_id=run.ticket_id, refs=list(packet.evidence_refs)),
-        "attempts": packet.attempts, "open_questions": packet.open_questions,
-        "stop_reason": packet.stop_reason, "detail": packet.detail or None,
-        "stop_explanation": stop_explanation(
-            packet.stop_reason, packet.detail, packet.stop_note, model_name=run.model_name
-        ),
-        "refused": packet.refused, "budget_spent": packet.budget_spent, "review_state": packet.review_state,
-        "reviews": [review_out(r) for r in reviews], "created_at": packet.created_at,
-        "evidence_checks": [c.as_dict(links) for c in checks],
-        "approvals": approvals_out(run),
+        "id": view.id, "run_id": view.run_id, "ticket": view.ticket_ref,
+        "subject": view.subject, "body": view.body, "summary": view.summary,
+        "evidence": view.evidence,
+        "attempts": view.attempts, "open_questions": view.open_questions,
+        "stop_reason": view.stop_reason, "detail": view.detail or None,
+        "stop_explanation": view.stop_explanation,
+        "refused": view.refused, "budget_spent": view.budget_spent, "review_state": view.review_state,
+        "reviews": [review_out(r) for r in view.reviews], "created_at": view.created_at,
+        "evidence_checks": list(view.evidence_checks),
+        "approvals": [approval_out(w) for w in view.approvals],
     }
 
 
@@ -351,7 +351,9 @@ def get_packet(request, packet_id: int = IdPath):
     """A review packet with its cited evidence inline, each item re-checked against its source now, and its
     review history."""
     packet = access_packet(user=request.auth, packet_id=packet_id)
-    return packet_out(packet, do_packet_recheck(user=request.auth, packet=packet))
+    checks = do_packet_recheck(user=request.auth, packet=packet)
+    links = document_links(checks)
+    return packet_out(packet_view(run=packet.run, packet=packet, evidence_checks=[c.as_dict(links) for c in checks]))
 
 
 @router.post("/packets/{packet_id}/review", response={200: ReviewOut, 201: ReviewOut, ERRORS: ErrorOut})

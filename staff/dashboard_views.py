@@ -9,7 +9,6 @@ from django.template.response import TemplateResponse
 from engine.budgets import dollars
 from engine.statuses import Status, stop_name
 from kit.csvexport import csv_response
-from staff.access import Refused, require
 from staff.dashboard import (
     PeriodError,
     Table,
@@ -20,20 +19,10 @@ from staff.dashboard import (
     period_parse,
     runs_url,
 )
+from staff.pages import staff_page
 from staff.queue import packets_pending
 
 NONE_YET = "—"  # a rate of nothing (no ended run, no reviewed packet) is not 0 %
-
-
-# A refusal page's title by its status; any other status is a request refused as it stands.
-REFUSAL_TITLES = {403: "Not allowed", 404: "Not found", 409: "Not possible now"}
-
-
-def refusal(request, exc: Refused) -> TemplateResponse:
-    """A clear refusal page inside the admin, titled for what happened (a missing packet is not "Not allowed")."""
-    title = REFUSAL_TITLES.get(exc.status, "Request refused")
-    context = {**admin.site.each_context(request), "title": title, "message": exc.message, "code": exc.code}
-    return TemplateResponse(request, "admin/agentrun/refused.html", context, status=exc.status)
 
 
 def _period(request):
@@ -43,11 +32,8 @@ def _period(request):
         return period_parse(first=None, last=None), str(exc)
 
 
+@staff_page(requires="agentrun.view_dashboard")
 def dashboard_view(request):
-    try:
-        require(request.user, "agentrun.view_dashboard")
-    except Refused as exc:
-        return refusal(request, exc)
     period, problem = _period(request)
     if problem:
         messages.error(request, f"{problem} Showing the last 30 days instead.")
@@ -83,11 +69,8 @@ def dashboard_view(request):
     return TemplateResponse(request, "admin/agentrun/outcomes.html", context)
 
 
+@staff_page(requires="agentrun.view_dashboard")
 def dashboard_csv(request, chart: str):
-    try:
-        require(request.user, "agentrun.view_dashboard")
-    except Refused as exc:
-        return refusal(request, exc)
     if chart not in Table.values:
         return HttpResponseNotFound(f"No chart named {chart}.", content_type="text/plain")
     period, problem = _period(request)

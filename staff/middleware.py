@@ -12,7 +12,7 @@ class StaffTimeZoneMiddleware:
     """Activates the signed-in user's time zone for the request.
 
     The zone is kept in the session after the first read, so a page costs no query for
-    it; saving one's preference in the admin updates the session (staff.admin.runs).
+    it; saving one's preference in the admin updates the session (staff.admin.preferences).
     """
 
     def __init__(self, get_response):

@@ -116,7 +116,7 @@ def read_from_database(scope: SessionScope, args: dict[str, Any], lookup: Lookup
 
 
 class JobReply(Reply):
-    """The job endpoint's reply (README: "Your job and status services")."""
+    """The job endpoint's reply (docs/help-desks/services.md)."""
 
     job_id: str
     account: str

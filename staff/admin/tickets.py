@@ -6,17 +6,19 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef, Subquery
-from django.http import HttpResponseNotAllowed, HttpResponseRedirect
+from django.http import HttpResponseRedirect
 from django.urls import path, reverse
+from django.utils.decorators import method_decorator
 from django.utils.html import format_html
+from django.views.decorators.http import require_POST
 
 from engine.models import ReviewPacket, Run, RunRequest
 from engine.statuses import Status, stop_name
 from engine.watchdog import runs_expire_overdue
 from kit.adminkit import StaffSiteAdmin
-from staff.access import Refused, can, do_document_publish, do_investigate, require
-from staff.admin.runs import ReadOnly, ReadOnlyAdmin
-from staff.dashboard_views import refusal
+from staff.access import Refused, can, do_document_publish, do_investigate
+from staff.admin.base import ReadOnly, ReadOnlyAdmin
+from staff.pages import staff_page
 from tickets.documents import BODY_MAX, CODE_MAX, CODE_PATTERN, Change, DocumentText
 from tickets.models import (
     Account,
@@ -36,6 +38,10 @@ from tickets.services import PublishOutcome, ticket_create
 
 def _progress_url(run_id: int) -> str:
     return reverse("admin:agentrun_run_progress", args=[run_id])
+
+
+def _ticket_url(ticket_id: int) -> str:
+    return reverse("admin:tickets_ticket_change", args=[ticket_id])
 
 
 class LatestRunFilter(admin.SimpleListFilter):
@@ -147,25 +153,16 @@ class TicketAdmin(StaffSiteAdmin):
                          pending_packet=pending.order_by("-created_at").first())
         return super().change_view(request, object_id, form_url, extra_context=extra)
 
+    @method_decorator(require_POST)
+    @staff_page(requires=("agentrun.start_investigation", "tickets.view_ticket"), back_to=_ticket_url)
     def investigate_view(self, request, ticket_id: int):
         """Start a run from the ticket's page. Permission is checked before the ticket is looked up,
         so that a user who may not investigate gets the same answer for any ticket id."""
-        if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
-        try:
-            require(request.user, "agentrun.start_investigation")
-            require(request.user, "tickets.view_ticket")
-        except Refused as exc:
-            return refusal(request, exc)
         ticket = Ticket.objects.filter(pk=ticket_id).first()
         if ticket is None:
             messages.error(request, f"There is no ticket {ticket_id}.")
             return HttpResponseRedirect(reverse("admin:tickets_ticket_changelist"))
-        try:
-            run, _ = do_investigate(user=request.user, ticket=ticket, via=RunRequest.Via.ADMIN)
-        except Refused as exc:
-            messages.error(request, exc.message)
-            return HttpResponseRedirect(reverse("admin:tickets_ticket_change", args=[ticket_id]))
+        run, _ = do_investigate(user=request.user, ticket=ticket, via=RunRequest.Via.ADMIN)
         messages.success(request, f"Investigation of {ticket.ref} started (run {run.pk}).")
         return HttpResponseRedirect(_progress_url(run.pk))
 

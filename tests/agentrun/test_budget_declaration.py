@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from engine.budgets import Budget, BudgetSchema, budget_limits, budget_schema, limit
 from engine.models import BudgetDefaults, override_field
-from staff.admin.runs import BudgetDefaultsForm
+from staff.admin.preferences import BudgetDefaultsForm
 from staff.api import RunOut
 
 LIMITS = [f.name for f in fields(Budget) if f.name not in ("input_per_mtok_usd", "output_per_mtok_usd")]

@@ -7,8 +7,10 @@ from django.core.management.base import BaseCommand, CommandError
 from engine.config import ConfigError
 from engine.headlines import run_headline
 from engine.loop import run_advance
+from engine.packetview import PacketView, packet_view
 from engine.selectors import run_report, ticket_active_run
 from engine.services import RunError, investigation_start, run_start
+from engine.statuses import Status
 from engine.timeline import packet_of, stop_explanation
 from engine.watchdog import runs_expire_overdue
 from tickets.models import CustomerSession, Ticket
@@ -53,36 +55,53 @@ class Command(BaseCommand):
         if json:
             self.stdout.write(_json_dump(report))
             return
-        self.stdout.write(render_packet(report, headline=run_headline(run=run, packet=packet_of(run)).text))
+        packet = packet_of(run)
+        if packet is None or run.status == Status.WAITING_APPROVAL:  # no packet yet: the run as it stands
+            self.stdout.write(render_run(report, headline=run_headline(run=run, packet=packet).text))
+            return
+        self.stdout.write(render_packet(packet_view(run=run, packet=packet)))
 
 
 def _json_dump(report) -> str:
     return json.dumps(report)
 
 
-def render_packet(report: dict, *, headline: str = "") -> str:
-    packet = report["packet"] or {}
+def render_packet(view: PacketView) -> str:
+    """The packet in the words staff read, every line a projection of its PacketView."""
+    by_ref = {a["evidence"]: a for a in view.attempts if a.get("evidence")}
+    lines = [
+        f"Review packet for {view.ticket_ref} (run {view.run_id}, model {view.model_name})",
+        f"Stop reason: {view.stop_reason}" + (f" / {view.detail}" if view.detail else ""),
+        *([f"  {view.headline.text}"] if view.headline.text else []),
+        f"  {view.stop_sentence}",
+        *([f"  Note: {view.stop_note}"] if view.stop_note else []),
+    ]
+    if view.summary:
+        lines += ["", "Summary:", *textwrap.wrap(view.summary, 96, initial_indent="  ", subsequent_indent="  ")]
+    lines += ["", "Evidence:"]
+    for ref in view.evidence_refs:
+        a = by_ref.get(ref)
+        lines.append(f"  {ref}: {a['tool']} {json.dumps(a['args'])}" if a else f"  {ref}: from an earlier run")
+    lines += ["", "Attempted operations:"]
+    lines += [f"  {a['tool']} {json.dumps(a['args'])} -> {a['outcome']}" for a in view.attempts] or ["  none"]
+    lines += ["", "Open questions:"]
+    lines += [f"  - {q}" for q in view.open_questions] or ["  none"]
+    lines += ["", "Budget spent: " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in view.budget_spent.items())]
+    lines.append("Nothing was sent to the customer; nothing was changed.")
+    return "\n".join(lines)
+
+
+def render_run(report: dict, *, headline: str = "") -> str:
+    """A run that has no packet yet (it waits for a supervisor's approval), from its report."""
     status = report["status"]
     lines = [
         f"Review packet for {report['ticket']} (run {report['run']}, model {report['model']})",
         f"Stop reason: {status}" + (f" / {report['detail']}" if report["detail"] else ""),
         *([f"  {headline}"] if headline else []),
         f"  {stop_explanation(status, report['detail'] or '', model_name=report['model'])}",
+        "", "Evidence:", "", "Attempted operations:",
     ]
-    if packet.get("stop_note"):
-        lines.append(f"  Note: {packet['stop_note']}")
-    if packet.get("summary"):
-        lines += ["", "Summary:", *textwrap.wrap(packet["summary"], 96, initial_indent="  ", subsequent_indent="  ")]
-    lines += ["", "Evidence:"]
-    by_ref = {d["evidence"]: d for d in report["dispatched"] if d.get("evidence")}
-    for ref in packet.get("evidence", []):
-        d = by_ref.get(ref)
-        lines.append(f"  {ref}: {d['tool']} {json.dumps(d['args'])}" if d else f"  {ref}: from an earlier run")
-    lines += ["", "Attempted operations:"]
     lines += [f"  {d['tool']} {json.dumps(d['args'])} -> {d['outcome']}" for d in report["dispatched"]] or ["  none"]
-    lines += ["", "Open questions:"]
-    lines += [f"  - {q}" for q in packet.get("open_questions", [])] or ["  none"]
-    spent = packet.get("budget_spent", {})
-    lines += ["", "Budget spent: " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in spent.items())]
-    lines.append("Nothing was sent to the customer; nothing was changed.")
+    lines += ["", "Open questions:", "  none", "", "Budget spent: ",
+              "Nothing was sent to the customer; nothing was changed."]
     return "\n".join(lines)

@@ -116,9 +116,12 @@ def test_investigate_names_a_missing_ticket(demo_committed):
 
 def test_the_readable_packet_of_a_run_that_did_not_complete(play):
     from engine.management.commands.investigate import render_packet
+    from engine.models import Run
+    from engine.packetview import packet_view
 
     report = play([{"call": {"tool": "read_job_status", "args": {"job_id": "J-77"}}}])  # GLOBEX's job
-    text = render_packet(report)
+    run = Run.objects.select_related("ticket", "packet").get(pk=report["run"])
+    text = render_packet(packet_view(run=run, packet=run.packet))
     assert "Stop reason: INVALID_OR_FORBIDDEN / forbidden" in text
     assert "Summary:" not in text
     assert "Attempted operations:\n  none" in text

@@ -1,0 +1,225 @@
+"""The review queue (packets), the reviews recorded and the re-checks of cited evidence.
+
+The review button posts to a view that goes through staff.access; the admin never
+writes a packet or a review itself.
+"""
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import Case, IntegerField, Value, When
+from django.http import HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+from django.utils.timesince import timesince
+
+from engine.models import EvidenceCheck, PacketReview, ReviewPacket, Run
+from engine.packetview import packet_view
+from engine.statuses import TERMINAL, Status, stop_name
+from staff.access import Refused, access_packet, can, do_packet_recheck, do_review
+from staff.admin.base import ReadOnlyAdmin, object_pk, packet_url, post_only
+from staff.pages import staff_page
+from staff.queue import packet_next_pending, packet_previous_pending, packet_to_review_after
+from staff.recheck import ItemCheck, document_links, evidence_changes, needing_acknowledgement
+from tools.compare import Outcome
+
+
+class ReviewStateFilter(admin.SimpleListFilter):
+    """The queue opens on pending packets; the other states, and all, are a click away."""
+
+    title, parameter_name = "review state", "state"
+
+    def lookups(self, request, model_admin):
+        return [*ReviewPacket.ReviewState.choices, ("all", "All")]
+
+    def value(self):
+        return super().value() or ReviewPacket.ReviewState.PENDING
+
+    def queryset(self, request, queryset):
+        return queryset if self.value() == "all" else queryset.filter(review_state=self.value())
+
+    def choices(self, changelist):
+        for value, label in self.lookup_choices:
+            yield {"selected": self.value() == value, "display": label,
+                   "query_string": changelist.get_query_string({self.parameter_name: value})}
+
+
+class StopReasonFilter(admin.SimpleListFilter):
+    """The endings a packet can have (a run gets its packet when it ends), in plain words."""
+
+    title, parameter_name = "stop reason", "stop_reason"
+
+    def lookups(self, request, model_admin):
+        return [(s.value, stop_name(s)) for s in Status if s.is_terminal]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(stop_reason=self.value()) if self.value() in TERMINAL else queryset
+
+
+@admin.register(ReviewPacket)
+class ReviewPacketAdmin(ReadOnlyAdmin):
+    """The review queue: pending packets, oldest first."""
+
+    list_display = ("open_link", "ticket", "subject", "account", "age", "stop", "review_state")
+    list_display_links = None
+    list_filter = (ReviewStateFilter, StopReasonFilter)
+    list_select_related = ("run__ticket__account",)
+    search_fields = ("run__ticket__ref", "run__subject")
+    list_per_page = 50
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(run__purpose=Run.Purpose.INVESTIGATION)
+
+    def get_ordering(self, request):
+        pending_first = Case(When(review_state=ReviewPacket.ReviewState.PENDING, then=Value(0)), default=Value(1),
+                             output_field=IntegerField())
+        return (pending_first.asc(), "created_at", "id")
+
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, {"title": "Review queue", **(extra_context or {})})
+
+    @admin.display(description="packet", ordering="id")
+    def open_link(self, packet):
+        return format_html('<a class="sa-open" href="{}">Review {}</a>', packet_url(packet.pk), packet.pk)
+
+    @admin.display(description="ticket", ordering="run__ticket__ref")
+    def ticket(self, packet):
+        ticket = packet.run.ticket
+        return format_html('<a href="{}">{}</a>', reverse("admin:tickets_ticket_change", args=[ticket.pk]), ticket.ref)
+
+    @admin.display(description="summary")
+    def short_summary(self, packet):
+        handoff = packet.stop_reason == Status.NEEDS_HELP
+        text = packet.summary or ("(no summary: handed to a person)" if handoff else "(no summary: stopped early)")
+        return text if len(text) <= 90 else text[:89] + "…"
+
+    @admin.display(description="subject")
+    def subject(self, packet):
+        text = packet.run.subject
+        return text if len(text) <= 70 else text[:69] + "…"
+
+    @admin.display(description="account", ordering="run__ticket__account__code")
+    def account(self, packet):
+        return packet.run.ticket.account.code
+
+    @admin.display(description="age", ordering="created_at")
+    def age(self, packet):
+        return timesince(packet.created_at, depth=1)
+
+    @admin.display(description="stop reason", ordering="stop_reason")
+    def stop(self, packet):
+        return stop_name(packet.stop_reason)
+
+    def get_urls(self):
+        view = self.admin_site.admin_view
+        return [
+            path("<int:packet_id>/review/", view(post_only(self.review_view, packet_url)),
+                 name="agentrun_reviewpacket_review"),
+            path("run/<int:run_id>/", view(self.of_run_view), name="agentrun_reviewpacket_of_run"),
+            *super().get_urls(),
+        ]
+
+    @staff_page
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        packet = access_packet(user=request.user, packet_id=object_pk(object_id))
+        run = packet.run
+        previous_id, next_id = packet_previous_pending(packet=packet), packet_next_pending(packet=packet)
+        recheck = recheck_context(do_packet_recheck(user=request.user, packet=packet))
+        view = packet_view(run=run, packet=packet, evidence_checks=recheck["rechecks"])
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": f"Review packet for {view.ticket_ref} (run {view.run_id})",
+            "view": view,  # what the page shows of the packet; the rest is the page's own
+            "run": run,
+            "ticket": run.ticket,
+            "customer": run.session.user.email if run.session.user else "an unnamed customer",
+            "can_review": can(request.user, "agentrun.review_packet") and not view.superseded,
+            "note": request.GET.get("note", ""),
+            **recheck,
+            "previous_url": packet_url(previous_id) if previous_id else "",
+            "next_url": packet_url(next_id) if next_id else "",
+        }
+        return TemplateResponse(request, "admin/agentrun/reviewpacket/detail.html", context)
+
+    @staff_page
+    def of_run_view(self, request, run_id: int):
+        """The packet of a run (the link packet events carry): its page, which checks who may see it."""
+        packet_id = ReviewPacket.objects.filter(run_id=run_id).values_list("pk", flat=True).first()
+        if packet_id is None:
+            raise Refused("not_found", f"Run {run_id} has no review packet.", 404)
+        return HttpResponseRedirect(packet_url(packet_id))
+
+    @staff_page(back_to=packet_url)
+    def review_view(self, request, packet_id: int):
+        """Record the review, then open the next pending packet (the queue when none is left); a changed decision
+        goes back to its packet, which shows it. The same decision sent again adds nothing."""
+        action = request.POST.get("decision", "")
+        if action not in PacketReview.Action.values:
+            messages.error(request, "Choose accept or reject.")
+            return HttpResponseRedirect(packet_url(packet_id))
+        decision, change = PacketReview.Action(action).decision, request.POST.get("change_decision") == "1"
+        review, created = do_review(
+            user=request.user, packet_id=packet_id, decision=decision, note=request.POST.get("note", ""),
+            acknowledge_changed_evidence=request.POST.get("acknowledge_changed_evidence") == "on",
+            change_decision=change,
+        )
+        if change:
+            done = "changed to " if created else "already "
+            messages.success(request, f"Packet {packet_id}: decision {done}{decision}. "
+                             "Nothing was sent to the customer.")
+            return HttpResponseRedirect(packet_url(packet_id))
+        following = packet_to_review_after(packet=review.packet)
+        left = "Next pending packet." if following else "No pending packet is left."
+        done = decision if created else f"was already {decision} by you; nothing was added"
+        messages.success(request, f"Packet {packet_id} {done}. Nothing was sent to the customer. {left}")
+        if following:
+            return HttpResponseRedirect(packet_url(following))
+        return HttpResponseRedirect(reverse("admin:agentrun_reviewpacket_changelist"))
+
+
+def recheck_context(checks: list[ItemCheck]) -> dict:
+    """The packet page's re-check banner, per-item statuses (templates/admin/agentrun/_recheck.html) and, for each
+    item changed or gone, what changed, shown in its evidence card (`changes`, by ref)."""
+    links = document_links(checks)
+    attention = needing_acknowledgement(checks)
+    unchecked = [c.ref for c in checks if c.comparison.outcome == Outcome.COULD_NOT_CHECK]
+    return {"rechecks": [c.as_dict(links) for c in checks], "recheck_attention": attention,
+            "recheck_unchecked": unchecked, "changes": evidence_changes(checks)}
+
+
+@admin.register(PacketReview)
+class PacketReviewAdmin(ReadOnlyAdmin):
+    list_display = ("id", "packet_link", "decision", "reviewer", "created_at", "acknowledged_changed_evidence",
+                    "note")
+    list_filter = ("decision",)
+    list_select_related = ("reviewer", "packet__run__ticket")
+
+    @admin.display(description="packet")
+    def packet_link(self, review):
+        return format_html('<a href="{}">{} (run {})</a>', packet_url(review.packet_id),
+                           review.packet.run.ticket.ref, review.packet.run_id)
+
+
+@admin.register(EvidenceCheck)
+class EvidenceCheckAdmin(ReadOnlyAdmin):
+    """Every re-check of a cited evidence item when its packet was opened (read-only, append-only)."""
+
+    list_display = ("id", "checked_at", "packet_link", "evidence_ref", "result", "what_changed", "checked_by")
+    list_filter = ("result", "checked_at")
+    list_select_related = ("packet__run__ticket", "evidence", "checked_by")
+    search_fields = ("=packet__id", "packet__run__ticket__ref")
+    list_per_page = 50
+
+    @admin.display(description="packet")
+    def packet_link(self, check):
+        return format_html('<a href="{}">{} (packet {})</a>', packet_url(check.packet_id),
+                           check.packet.run.ticket.ref, check.packet_id)
+
+    @admin.display(description="evidence")
+    def evidence_ref(self, check):
+        return check.evidence.ref
+
+    @admin.display(description="difference or reason")
+    def what_changed(self, check):
+        return "; ".join(d.get("text", "") for d in check.differences) or check.reason
