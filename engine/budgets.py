@@ -35,6 +35,8 @@ class WrittenNumber(float):
     it is the float it always was.
     """
 
+    written: str
+
     def __new__(cls, text: str) -> WrittenNumber:
         number = super().__new__(cls, text)
         number.written = text
