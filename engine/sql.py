@@ -18,8 +18,8 @@ from django.db import connections, models, transaction
 from django.db.models.sql import UpdateQuery
 from django.db.transaction import TransactionManagementError
 
+from engine.budgets import Tally
 from engine.models import ModelRequest, Observation, PacketReview, ReviewPacket, Run, ToolAttempt
-from engine.operations import Tally
 from tickets.models import CustomerSession, Evidence, Ticket
 from tools.registry import TOOLS
 
