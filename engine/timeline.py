@@ -154,7 +154,7 @@ class DocumentView(BaseModel):
     excerpt: str
     injection: str | None = Field(description="The phrase that addresses the agent, as written.")
 
-    @computed_field(description="The excerpt addresses the agent (a suspected prompt injection).")  # type: ignore[prop-decorator]  # pydantic's form (python/mypy#1362)
+    @computed_field(description="The excerpt addresses the agent (a suspected prompt injection).")  # type: ignore[prop-decorator]  # mypy types no decorated property (python/mypy#1362)
     @property
     def suspected_injection(self) -> bool:
         return self.injection is not None
@@ -176,7 +176,7 @@ class EvidenceView(BaseModel):
     documents: tuple[DocumentView, ...] = Field((), description="A search result's documents, each on its own.")
     injection_phrase: str | None = Field(None, description="The phrase that addresses the agent, as written.")
 
-    @computed_field(description="Some text of this source addresses the agent.")  # type: ignore[prop-decorator]  # pydantic's form (python/mypy#1362)
+    @computed_field(description="Some text of this source addresses the agent.")  # type: ignore[prop-decorator]  # mypy types no decorated property (python/mypy#1362)
     @property
     def suspected_injection(self) -> bool:
         return self.injection_phrase is not None
