@@ -1,7 +1,8 @@
 """Budgets and usage: what a run may spend and what it has spent. Pure, no ORM.
 
 A `Budget` is fixed when a run starts and stored with it; nothing a model or a
-document says can change it. `Usage` is a snapshot of the run's counters. The
+document says can change it. `Usage` is a snapshot of the run's counters, and
+`Tally` of its request and attempt rows (a step numbers what it reserves from it). The
 checks here run *before* a spend (compare pydantic-ai's
 `UsageLimits.check_before_request`).
 """
@@ -34,6 +35,8 @@ class WrittenNumber(float):
     stay exact (a float would round 1.00000000000000001 to 1.0); anywhere else
     it is the float it always was.
     """
+
+    written: str
 
     def __new__(cls, text: str) -> WrittenNumber:
         number = super().__new__(cls, text)
@@ -195,6 +198,23 @@ class Usage:
     tokens_reserved: int = 0
     cost_used: int = 0
     cost_reserved: int = 0
+
+
+@dataclass(frozen=True)
+class Tally:
+    """How many model request and tool attempt rows a run has (per tool too), as of a step."""
+
+    requests: int
+    attempts: int
+    per_tool: tuple[tuple[str, int], ...]
+
+    def of(self, tool: str) -> int:
+        return dict(self.per_tool).get(tool, 0)
+
+    def after_attempt(self, tool: str) -> Tally:
+        counts = dict(self.per_tool)
+        counts[tool] = counts.get(tool, 0) + 1
+        return Tally(self.requests, self.attempts + 1, tuple(counts.items()))
 
 
 def check_before_request(budget: Budget, usage: Usage, time_left: float) -> Stop | None:

@@ -41,8 +41,10 @@ def worker_consumed(worker: str) -> None:
     _last_recorded = now
     key = heartbeat_key()
     try:
-        _redis().pipeline(transaction=False).zadd(key, {worker: now}).zremrangebyscore(
-            key, "-inf", now - FORGET_AFTER).execute()
+        pipe = _redis().pipeline(transaction=False)
+        pipe.zadd(key, {worker: now})
+        pipe.zremrangebyscore(key, "-inf", now - FORGET_AFTER)
+        pipe.execute()
     except redis.RedisError as exc:
         log.warning("the worker's heartbeat could not be recorded (%s)", type(exc).__name__)
 
@@ -51,4 +53,6 @@ def workers_consumed_within(seconds: float) -> dict[str, float]:
     """Each worker that consumed from the queue in the last `seconds`, with how long ago."""
     now = time.time()
     seen = _redis().zrangebyscore(heartbeat_key(), now - seconds, "+inf", withscores=True)
-    return {name.decode(): round(now - at, 1) for name, at in seen}
+    # redis-py types the reply the same with scores or without (members, or pairs, as bytes or text);
+    # with withscores=True and no decode_responses it is (bytes, float) pairs.
+    return {name.decode(): round(now - at, 1) for name, at in seen}  # type: ignore[misc, union-attr]

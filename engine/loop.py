@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from engine.budgets import Budget
 from engine.models import Run
-from engine.operations import DispatchOp, ModelOp, Operation, OpResult
+from engine.operations import DispatchOp, ModelOp, Next, Operation, OpResult
 from engine.selectors import run_context
 from engine.steps import run_begin, run_record
 from engine.waiting import TimedOut, call_with_timeout
@@ -65,26 +65,37 @@ def run_advance(run_id: int, *, adapter: ModelAdapter | None = None, dispatcher:
 def _drive(run_id: int, owner: str, adapter: ModelAdapter | None, dispatcher: Dispatcher | None) -> Run:
     step = on_fresh_connection(lambda retry: run_begin(run_id=run_id, owner=owner))
     run = step.run  # with its ticket and session, as the operations see them
+    assert run is not None  # run_begin hands the run back whatever it decides
     log_step("begin", ticket=run.ticket.ref if Run.ticket.is_cached(run) else "")
     if step.op is not None:
         if adapter is None or dispatcher is None:
             model, tools = run_io(run)
             adapter, dispatcher = adapter or model, dispatcher or tools
-        budget = run.get_budget()
         log.info("run %s taken up (%s)", run_id, run.status)
-    while step.op is not None:
-        log_step(name := _step_name(step.op))
-        result = _execute(step.op, run, budget, adapter, dispatcher)
-        log.info("run %s: %s answered in %d ms", run_id, name, result.latency_ms)
-        # Tried again, the step reads the run whole: the failed try changed the object it was handed.
-        step = on_fresh_connection(lambda retry, done=step, result=result: run_record(
-            run=done.run, owner=owner, op=done.op, result=result, retry=retry))
-        if step.landed:  # the step committed, its answer was lost: resume from what it wrote
-            step = on_fresh_connection(lambda retry: run_begin(run_id=run_id, owner=owner))
-        run = step.run or run  # the same object, unless a retry read it anew
+        step = _operate(run_id, owner, step, run, adapter, dispatcher)
     run = step.run if step.run is not None else Run.objects.get(pk=run_id)  # as the last step wrote it
     log.info("run %s left %s", run_id, run.status)
     return run
+
+
+def _operate(run_id: int, owner: str, step: Next, run: Run, adapter: ModelAdapter, dispatcher: Dispatcher) -> Next:
+    """Execute the operation each step reserves and record its result, until a step reserves none."""
+    budget = run.get_budget()
+    while (op := step.op) is not None:
+        log_step(name := _step_name(op))
+        result = _execute(op, run, budget, adapter, dispatcher)
+        log.info("run %s: %s answered in %d ms", run_id, name, result.latency_ms)
+        step = on_fresh_connection(_recording(run, owner, op, result))
+        if step.landed:  # the step committed, its answer was lost: resume from what it wrote
+            step = on_fresh_connection(lambda retry: run_begin(run_id=run_id, owner=owner))
+        run = step.run or run  # the same object, unless a retry read it anew
+    return step
+
+
+def _recording(run: Run, owner: str, op: Operation, result: OpResult) -> Callable[[bool], Next]:
+    """The step recording `result`, as on_fresh_connection calls it. `run` is the run as the step that
+    reserved `op` left it; tried again, the step reads the run whole (the failed try changed this object)."""
+    return lambda retry: run_record(run=run, owner=owner, op=op, result=result, retry=retry)
 
 
 # Where a run that is not a production investigation gets its model and tools: filled at start-up by

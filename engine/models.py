@@ -4,13 +4,14 @@ from __future__ import annotations
 import copy
 import zoneinfo
 from functools import cache
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.utils import timezone
 
-from engine.budgets import Bound, Budget, Usage, budget_limits
+from engine.budgets import Bound, Budget, Tally, Usage, budget_limits
 from engine.statuses import ACTIVE, Detail, Status
 from tools.compare import Outcome
 
@@ -62,6 +63,10 @@ class Run(models.Model):
     version = models.PositiveIntegerField(default=0, help_text="Bumped by every committed step.")
     lease_owner = models.CharField(max_length=200, blank=True, default="", help_text="Worker driving the run.")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+
+    # Not columns: set by engine.sql.run_locked (and run_relocked) on the run a step holds.
+    tally: Tally  # its request and attempt rows, as of the step
+    _session_row: tuple[Any, ...]  # the customer session's columns its `session` was built from
 
     class Meta:
         ordering = ["-created_at"]

@@ -68,23 +68,6 @@ class OpResult:
 
 
 @dataclass(frozen=True)
-class Tally:
-    """How many model request and tool attempt rows a run has (per tool too), as of a step."""
-
-    requests: int
-    attempts: int
-    per_tool: tuple[tuple[str, int], ...]
-
-    def of(self, tool: str) -> int:
-        return dict(self.per_tool).get(tool, 0)
-
-    def after_attempt(self, tool: str) -> Tally:
-        counts = dict(self.per_tool)
-        counts[tool] = counts.get(tool, 0) + 1
-        return Tally(self.requests, self.attempts + 1, tuple(counts.items()))
-
-
-@dataclass(frozen=True)
 class Next:
     """What a step leaves the loop: the operation to execute (None: stop driving) and the run as the
     step wrote it, with its tally (for the next step to take up; None when the step wrote nothing).

@@ -33,7 +33,7 @@ def run_context(*, run: Run, budget: Budget, shown_allowances: dict[str, Any], r
         attempts=attempts,
         notes=notes,
         allowances=shown_allowances,
-        fence_key=salted_hmac("agentrun.context.fence_key", run.pk).hexdigest(),
+        fence_key=salted_hmac("agentrun.context.fence_key", str(run.pk)).hexdigest(),  # as text: the same bytes
     )
     return fit_context(ctx, max(budget.max_input_tokens - reserve_bytes, 0))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 from engine import metrics
 from engine.budgets import COUNT_LIMIT, cost_micros
@@ -99,7 +99,7 @@ def _request_failed(run: Run, request: ModelRequest, error: BaseException, late:
     return Stop(Status.MODEL_ERROR, Detail.ERROR, request.error)
 
 
-def _is_count(value: object) -> bool:
+def _is_count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 

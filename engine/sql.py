@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 from django.db import connections, models, transaction
 from django.db.transaction import TransactionManagementError
 
+from engine.budgets import Tally
 from engine.models import ModelRequest, Observation, PacketReview, ReviewPacket, Run, ToolAttempt
-from engine.operations import Tally
 from tickets.models import CustomerSession, Evidence, Ticket
 from tools.registry import TOOLS
 

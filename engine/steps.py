@@ -310,6 +310,7 @@ def _staff_reason(scope: SessionScope, call: Call, stop: Stop) -> str:
 
 def _reuse_receipt(run: Run, call: NormalizedCall) -> None:
     receipt = run.attempts.filter(call_id=call.call_id).select_related("evidence").order_by("-seq").first()
+    assert receipt is not None  # judge_call reuses a receipt only where the run has an attempt with this call id
     ref = receipt.evidence.ref if receipt.evidence else ""
     if ref and ref not in run.evidence_refs:
         run.evidence_refs = [*run.evidence_refs, ref]

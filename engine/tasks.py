@@ -9,6 +9,7 @@ its task's name. So the imports run one way: services -> tasks -> loop, watchdog
 from __future__ import annotations
 
 import logging
+import math
 
 from celery import shared_task
 from django.conf import settings
@@ -52,7 +53,8 @@ def enqueue_advance(run_id: int) -> None:
     """
     def send() -> None:
         run = Run.objects.only("deadline_at").get(pk=run_id)
-        limit = max(run.time_left(), 0) + settings.AGENT_LEASE_MARGIN_SECONDS
+        # Whole seconds, as Celery takes a time limit: rounded up, never before the deadline and margin.
+        limit = math.ceil(max(run.time_left(), 0) + settings.AGENT_LEASE_MARGIN_SECONDS)
         try:
             advance_run.apply_async((run_id,), time_limit=limit)
         except BrokerUnavailable as exc:

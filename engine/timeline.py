@@ -120,7 +120,7 @@ def run_timeline(*, run: Run) -> list[Step]:
     steps += [
         Step(StepKind.TOOL_ATTEMPT, a.seq, a.started_at, a.finished_at, a.latency_ms, a.outcome,
              f"{a.tool} {json.dumps(a.args, sort_keys=True)}" + (f" (retry {a.retry_number})" if a.retry_number else ""),
-             evidence=a.evidence.ref if a.evidence_id else None, error=a.error)
+             evidence=a.evidence.ref if a.evidence else None, error=a.error)
         for a in run.attempts.select_related("evidence")
     ]
     order = {StepKind.MODEL_REQUEST: 0, StepKind.TOOL_ATTEMPT: 1}
@@ -147,7 +147,7 @@ class DocumentView(BaseModel):
     excerpt: str
     injection: str | None = Field(description="The phrase that addresses the agent, as written.")
 
-    @computed_field(description="The excerpt addresses the agent (a suspected prompt injection).")
+    @computed_field(description="The excerpt addresses the agent (a suspected prompt injection).")  # type: ignore[prop-decorator]  # mypy types no decorated property (python/mypy#1362)
     @property
     def suspected_injection(self) -> bool:
         return self.injection is not None
@@ -169,7 +169,7 @@ class EvidenceView(BaseModel):
     documents: tuple[DocumentView, ...] = Field((), description="A search result's documents, each on its own.")
     injection_phrase: str | None = Field(None, description="The phrase that addresses the agent, as written.")
 
-    @computed_field(description="Some text of this source addresses the agent.")
+    @computed_field(description="Some text of this source addresses the agent.")  # type: ignore[prop-decorator]  # mypy types no decorated property (python/mypy#1362)
     @property
     def suspected_injection(self) -> bool:
         return self.injection_phrase is not None

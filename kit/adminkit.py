@@ -8,6 +8,7 @@ from django.contrib.admin.exceptions import DisallowedModelAdminLookup
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
+from django.template.response import SimpleTemplateResponse
 
 
 class OfferedLookupsChangeList(ChangeList):
@@ -18,6 +19,8 @@ class OfferedLookupsChangeList(ChangeList):
     refused before a query runs: a regular expression the database cannot compile is a 500,
     and one that backtracks (`^(a+)+$`) burns the CPU of an SQLite process.
     """
+
+    model_admin: StaffSiteAdmin  # the only admin whose get_changelist returns this list
 
     def get_filters(self, request):
         filter_specs, has_filters, remaining, may_have_duplicates, has_active = super().get_filters(request)
@@ -90,8 +93,8 @@ def admin_login(request):
     """The admin's login page; after the third failed try in a row it also says how many are left
     before django-axes refuses logins as that user from this address (docs/staff/hardening.md)."""
     response = admin.site.login(request)
-    if request.method != "POST" or getattr(response, "context_data", None) is None:
-        return response
+    if request.method != "POST" or not isinstance(response, SimpleTemplateResponse) or response.context_data is None:
+        return response  # logged in (a redirect), or a page without a template context to add to
     username = request.POST.get("username", "")
     failures = AxesProxyHandler.get_failures(request, {"username": username})
     left = settings.AXES_FAILURE_LIMIT - failures

@@ -13,11 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 import anthropic
+from anthropic.types import ToolChoiceAnyParam, ToolParam
 
 from providers.base import ModelError, ModelRequestSpec
 from providers.tooldefs import ToolCall, ToolCallingAdapter, WireReply, cut_at_cap, tool_definitions, usage_from
 
-TOOL_CHOICE = {"type": "any", "disable_parallel_tool_use": True}
+TOOL_CHOICE: ToolChoiceAnyParam = {"type": "any", "disable_parallel_tool_use": True}
 
 
 class AnthropicMessagesAdapter(ToolCallingAdapter):
@@ -25,7 +26,7 @@ class AnthropicMessagesAdapter(ToolCallingAdapter):
     # tokens depending on the model and tool_choice. 600 bounds it.
     framing_allowance_bytes = 600
 
-    def wire_tools(self) -> list[dict[str, Any]]:
+    def wire_tools(self) -> list[ToolParam]:
         return [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tool_definitions()]
 
     def send(self, system: str, user: str, spec: ModelRequestSpec) -> WireReply:

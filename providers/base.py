@@ -19,10 +19,14 @@ class BuiltInModel(TextChoices):
 
 @dataclass(frozen=True)
 class TokenUsage:
-    """Tokens as the provider reported them; the loop checks that each is a count before using it."""
+    """Tokens as the provider reported them; the loop checks that each is a count before using it.
 
-    input_tokens: int = 0
-    output_tokens: int = 0
+    `object`, not `int`: a provider (or a scenario) may report "500", 1.5, true or nothing, and the
+    value is kept as reported so that the loop, not the adapter, decides what it means.
+    """
+
+    input_tokens: object = 0
+    output_tokens: object = 0
 
 
 @dataclass(frozen=True)

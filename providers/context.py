@@ -22,8 +22,9 @@ import hashlib
 import itertools
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from tools.registry import TOOLS
@@ -139,9 +140,8 @@ def fit_context(ctx: Context, max_bytes: int) -> Context:
     Cuts, in order: older problem notes, evidence contents (oldest first), the
     ticket body; as a last resort the prompt text itself.
     """
-    steps = [lambda c: replace(c, notes=c.notes[-2:])]
-    for index in range(len(ctx.evidence)):
-        steps.append(lambda c, i=index: replace(c, evidence=_omit(c.evidence, i)))
+    steps: list[Callable[[Context], Context]] = [lambda c: replace(c, notes=c.notes[-2:])]
+    steps.extend(partial(_without_evidence, index=index) for index in range(len(ctx.evidence)))
     steps.append(lambda c: replace(c, attempts=c.attempts[-3:]))
     steps.append(lambda c: replace(c, body=cut_utf8(c.body, 500) + " …"))
     current = ctx
@@ -152,6 +152,10 @@ def fit_context(ctx: Context, max_bytes: int) -> Context:
         current = step(current)
         prompt = render_prompt(current)
     return replace(current, prompt=cut_utf8(prompt, max_bytes))
+
+
+def _without_evidence(ctx: Context, *, index: int) -> Context:
+    return replace(ctx, evidence=_omit(ctx.evidence, index))
 
 
 def _omit(items: tuple[EvidenceItem, ...], index: int) -> tuple[EvidenceItem, ...]:

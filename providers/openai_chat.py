@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 import openai
 from django.conf import settings
+from openai.types.chat import ChatCompletionFunctionToolParam
 
 from providers import PROVIDERS
 from providers.base import ModelError, ModelRequestSpec
@@ -49,7 +50,7 @@ class OpenAIChatAdapter(ToolCallingAdapter):
     # markers per function) and prime the reply: a few dozen tokens, bounded generously.
     framing_allowance_bytes = 512
 
-    def wire_tools(self) -> list[dict[str, Any]]:
+    def wire_tools(self) -> list[ChatCompletionFunctionToolParam]:
         return [
             {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
             for t in tool_definitions()

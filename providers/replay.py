@@ -28,8 +28,8 @@ def _usage(entry: dict[str, Any], default: dict[str, int]) -> TokenUsage:
 class ReplayAdapter(ModelAdapter):
     name = BuiltInModel.REPLAY
 
-    def __init__(self, script: list[dict[str, Any]]):
-        self.script = script
+    def __init__(self, script: list[Any]):
+        self.script = script  # as the scenario wrote it: an entry that is not an object is the reply itself
 
     def request(self, spec: ModelRequestSpec) -> ModelResponse:
         if spec.index >= len(self.script):

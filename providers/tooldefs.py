@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
+from pydantic import BaseModel
 
 from providers import Provider, endpoint_problem
 from providers.answers import DraftSchema, HandoffSchema
@@ -36,7 +37,7 @@ log = logging.getLogger("agentrun.providers")
 
 DRAFT_TOOL = "submit_draft"
 HANDOFF_TOOL = "hand_off"
-DECISION_TOOLS: dict[str, tuple[type, str]] = {
+DECISION_TOOLS: dict[str, tuple[type[BaseModel], str]] = {
     DRAFT_TOOL: (
         DraftSchema,
         "Hand in the review packet for staff: a summary citing evidence references (E1, E2, ...), "
@@ -72,7 +73,7 @@ def tool_definitions() -> tuple[ToolDef, ...]:
     return tuple(lookups + decisions)
 
 
-def _parameters(schema: type) -> dict[str, Any]:
+def _parameters(schema: type[BaseModel]) -> dict[str, Any]:
     """The schema's JSON schema without its titles (they repeat the names and cost input bytes)."""
     parameters = schema.model_json_schema()
     parameters.pop("title", None)
@@ -212,7 +213,7 @@ class ToolCallingAdapter(ModelAdapter):
         self.api_key, self.base_url = provider.api_key(), provider.base_url()
 
     @abc.abstractmethod
-    def wire_tools(self) -> list[dict[str, Any]]:
+    def wire_tools(self) -> Sequence[Mapping[str, Any]]:
         """The tool definitions in this wire format."""
 
     @abc.abstractmethod

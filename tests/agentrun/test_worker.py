@@ -9,6 +9,7 @@ import time
 import uuid
 
 import pytest
+from celery.signals import before_task_publish
 from django.db import connection
 
 from engine.models import Approval, Observation, ReviewPacket, Run, ToolAttempt
@@ -261,3 +262,23 @@ def test_a_worker_told_to_stop_finishes_the_runs_it_drives_and_leaves_new_ones_t
     assert Run.objects.get(pk=later.pk).status == Status.QUEUED
     cluster.worker()
     assert wait_for(lambda: terminal(later.pk), 30, "the new worker to take the queued run").status == Status.COMPLETED
+
+
+def test_a_run_is_sent_with_a_hard_time_limit_in_whole_seconds_past_its_deadline(cluster, settings):
+    """Celery takes whole seconds: the limit is rounded up from the time left plus the margin."""
+    settings.AGENT_LEASE_MARGIN_SECONDS = 5.0
+    run = scenario_run([DRAFT], budget={"deadline_seconds": 60})
+    limits = []
+
+    def record(headers=None, **kwargs):
+        limits.append(headers["timelimit"])
+
+    before_task_publish.connect(record, weak=False)
+    try:
+        enqueue_advance(run.pk)  # outside a transaction: sent at once, to a queue no worker reads
+    finally:
+        before_task_publish.disconnect(record)
+
+    (hard, soft), = limits
+    assert type(hard) is int and 60 < hard <= 65
+    assert soft is None

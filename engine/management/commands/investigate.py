@@ -34,9 +34,10 @@ class Command(BaseCommand):
             raise CommandError(f"no ticket {ticket!r} (load the demo data with `manage.py seed_demo`)")
         acting = found.session
         if session:
-            acting = CustomerSession.objects.filter(ref=session).first()
-            if acting is None:
+            chosen = CustomerSession.objects.filter(ref=session).first()
+            if chosen is None:
                 raise CommandError(f"no customer session {session!r}")
+            acting = chosen
         runs_expire_overdue(ticket_id=found.pk)  # a run past its deadline no longer holds the ticket
         active = ticket_active_run(ticket=found)
         if active is not None:
