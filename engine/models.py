@@ -67,6 +67,8 @@ class Run(models.Model):
     # Not columns: set by engine.sql.run_locked (and run_relocked) on the run a step holds.
     tally: Tally  # its request and attempt rows, as of the step
     _session_row: tuple[Any, ...]  # the customer session's columns its `session` was built from
+    # Set by from_db: each column's value as read (by attname), kept in step by fields_saved.
+    _loaded_values: dict[str, Any]
 
     class Meta:
         ordering = ["-created_at"]
@@ -88,15 +90,15 @@ class Run(models.Model):
         step writes, so that no field a step sets can be left out. Every field, for a run never read."""
         loaded = self.__dict__.get("_loaded_values")
         if loaded is None:
-            return [f.name for f in _run_fields() if not f.primary_key]
-        return [f.name for f in _run_fields()
+            return [f.name for f in Run._meta.concrete_fields if not f.primary_key]
+        return [f.name for f in Run._meta.concrete_fields
                 if f.attname in self.__dict__ and (f.attname not in loaded or loaded[f.attname] != self.__dict__[f.attname])]
 
     def fields_saved(self, names: list[str]) -> None:
         """The named fields are written as they are now (held with the step's writes, which commit or fail with it)."""
         loaded = self.__dict__.setdefault("_loaded_values", {})
         for name in names:
-            attname = self._meta.get_field(name).attname
+            attname = column_field(Run, name).attname
             loaded[attname] = copy.deepcopy(self.__dict__[attname])
 
     def fields_read(self, **values) -> None:
@@ -130,10 +132,12 @@ class Run(models.Model):
         return (self.deadline_at - (now or timezone.now())).total_seconds()
 
 
-@cache
-def _run_fields() -> tuple[models.Field, ...]:
-    """The run's fields with a column of their own."""
-    return tuple(f for f in Run._meta.get_fields() if f.concrete and not f.many_to_many)
+def column_field(model: type[models.Model], name: str) -> models.Field:
+    """The field `name` (or "pk") of `model`, one with a column of its own. `_meta.get_field` may also
+    answer a reverse relation or a generic foreign key, which have none: asking for one is a mistake here."""
+    field = model._meta.pk if name == "pk" else model._meta.get_field(name)
+    assert isinstance(field, models.Field) and field.concrete, f"{model.__name__}.{name} has no column"
+    return field
 
 
 class ModelRequest(models.Model):

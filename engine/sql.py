@@ -17,7 +17,7 @@ from django.db import connections, models, transaction
 from django.db.transaction import TransactionManagementError
 
 from engine.budgets import Tally
-from engine.models import ModelRequest, Observation, PacketReview, ReviewPacket, Run, ToolAttempt
+from engine.models import ModelRequest, Observation, PacketReview, ReviewPacket, Run, ToolAttempt, column_field
 from tickets.models import CustomerSession, Evidence, Ticket
 from tools.registry import TOOLS
 
@@ -211,16 +211,16 @@ class StepWrites:
     def insert(self, obj: models.Model) -> None:
         """`obj.save(force_insert=True)`, held (its primary key, when the database numbers it, is not read back)."""
         model = type(obj)
-        names = tuple(f.name for f in _concrete(model) if not (f.primary_key and getattr(obj, f.attname) is None))
+        fields = [f for f in model._meta.concrete_fields if not (f.primary_key and getattr(obj, f.attname) is None)]
         connection = transaction.get_connection()
-        params = [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in (_field(model, n) for n in names)]
-        self.add_statement(_insert_sql(model, names), params)
+        params = [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields]
+        self.add_statement(_insert_sql(model, tuple(f.name for f in fields)), params)
 
     def save(self, obj: models.Model, fields: Sequence[str]) -> None:
         """`obj.save(update_fields=fields)`, held; nothing when `fields` is empty."""
         if fields:
             model = type(obj)
-            self.update(model, {"pk": obj.pk}, **{name: _field(model, name).pre_save(obj, False) for name in fields})
+            self.update(model, {"pk": obj.pk}, **{name: column_field(model, name).pre_save(obj, False) for name in fields})
 
     def update(self, model: type[models.Model], where: dict[str, Any], **values: Any) -> None:
         """`model.objects.filter(**where).update(**values)`, held: `where` compares plain columns,
@@ -228,7 +228,7 @@ class StepWrites:
         shape = tuple((name, len(value) if isinstance(value, list) else None) for name, value in where.items())
         keys = [(name, item) for name, value in where.items() for item in (value if isinstance(value, list) else [value])]
         connection = transaction.get_connection()
-        params = [_field(model, name).get_db_prep_save(value, connection) for name, value in [*values.items(), *keys]]
+        params = [column_field(model, name).get_db_prep_save(value, connection) for name, value in [*values.items(), *keys]]
         self.add_statement(_update_sql(model, tuple(values), shape), params)
 
     def add_statement(self, sql: str, params: Sequence[Any]) -> None:
@@ -259,27 +259,17 @@ def _joined(statements: list[tuple[str, list[Any]]]) -> tuple[str, list[Any]]:
 
 
 @cache
-def _concrete(model: type[models.Model]) -> tuple[models.Field, ...]:
-    """The fields with a column of their own, in the table's order."""
-    return tuple(f for f in model._meta.get_fields() if f.concrete and not f.many_to_many)
-
-
-def _field(model: type[models.Model], name: str) -> models.Field:
-    return model._meta.pk if name == "pk" else model._meta.get_field(name)
-
-
-@cache
 def _insert_sql(model: type[models.Model], names: tuple[str, ...]) -> str:
-    columns = ", ".join(_quote(_field(model, name).column) for name in names)
+    columns = ", ".join(_quote(column_field(model, name).column) for name in names)
     return f"INSERT INTO {_table(model)} ({columns}) VALUES ({', '.join(['%s'] * len(names))})"
 
 
 @cache
 def _update_sql(model: type[models.Model], names: tuple[str, ...], where: tuple[tuple[str, int | None], ...]) -> str:
     """`where`: (name, None) compares with one value; (name, n) with any of n values."""
-    sets = ", ".join(f"{_quote(_field(model, name).column)} = %s" for name in names)
+    sets = ", ".join(f"{_quote(column_field(model, name).column)} = %s" for name in names)
     tests = " AND ".join(
-        f"{_quote(_field(model, name).column)} " + ("= %s" if n is None else f"IN ({', '.join(['%s'] * n)})")
+        f"{_quote(column_field(model, name).column)} " + ("= %s" if n is None else f"IN ({', '.join(['%s'] * n)})")
         for name, n in where
     )
     return f"UPDATE {_table(model)} SET {sets} WHERE {tests}"
@@ -337,7 +327,7 @@ def _table(model: type[models.Model]) -> str:
 
 
 def _col(model: type[models.Model], name: str) -> str:
-    return _quote(model._meta.get_field(name).column)
+    return _quote(column_field(model, name).column)
 
 
 def _quote(name: str) -> str:
@@ -368,5 +358,5 @@ def _converted(model: type[models.Model], names: tuple[str, ...], values: Sequen
 @cache
 def _converters(model: type[models.Model], names: tuple[str, ...], alias: str):
     connection = connections[alias]
-    cols = [model._meta.get_field(name).get_col(model._meta.db_table) for name in names]
+    cols = [column_field(model, name).get_col(model._meta.db_table) for name in names]
     return tuple((col, connection.ops.get_db_converters(col) + col.get_db_converters(connection)) for col in cols)

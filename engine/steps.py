@@ -184,11 +184,13 @@ def run_save(*, run: Run, writes: StepWrites, now: datetime) -> None:
 def _plan_request(run: Run, writes: StepWrites, now: datetime) -> Operation | None:
     """Before a model request: cancellation, then the exits in order; else reserve it."""
     if run.cancel_requested:
-        return run_stop(run=run, stop=Stop(Status.CANCELLED), now=now, writes=writes)
+        run_stop(run=run, stop=Stop(Status.CANCELLED), now=now, writes=writes)
+        return None
     budget = run.get_budget()
     stop = check_before_request(budget, run.usage(), run.time_left(now))
     if stop is not None:
-        return run_stop(run=run, stop=stop, now=now, writes=writes)
+        run_stop(run=run, stop=stop, now=now, writes=writes)
+        return None
     seq = run.tally.requests + 1
     run.tally = replace(run.tally, requests=seq)
     writes.insert(ModelRequest(run_id=run.pk, seq=seq, reserved_tokens=budget.reserved_tokens_per_request,
@@ -233,7 +235,10 @@ def _record_model(run: Run, writes: StepWrites, op: ModelOp, res: OpResult, now:
                   **{name: getattr(request, name) for name in REQUEST_RESULT_FIELDS})
     metrics.model_request_settled(model=run.model_name, outcome=request.outcome, latency_ms=request.latency_ms,
                                    purpose=run.purpose)
-    return run_stop(run=run, stop=stop, now=now, writes=writes) if stop is not None else nxt
+    if stop is not None:
+        run_stop(run=run, stop=stop, now=now, writes=writes)
+        return None
+    return nxt
 
 
 def _decide(run: Run, writes: StepWrites, request: ModelRequest, proposal, now: datetime) -> Operation | None:
@@ -245,17 +250,20 @@ def _decide(run: Run, writes: StepWrites, request: ModelRequest, proposal, now: 
     if isinstance(proposal, MultipleCalls):
         request.proposal = f"{proposal.count} calls"
         stop = Stop(Status.INVALID_OR_FORBIDDEN, Detail.MULTIPLE_CALLS, "several calls in one reply")
-        return run_stop(run=run, stop=stop, now=now, writes=writes, refused=refusal_of_calls(list(proposal.calls)))
+        run_stop(run=run, stop=stop, now=now, writes=writes, refused=refusal_of_calls(list(proposal.calls)))
+        return None
     if isinstance(proposal, Handoff):
         request.proposal = "handoff"
-        return run_stop(run=run, stop=Stop(Status.NEEDS_HELP, note=proposal.reason[:2000]), now=now, writes=writes)
+        run_stop(run=run, stop=Stop(Status.NEEDS_HELP, note=proposal.reason[:2000]), now=now, writes=writes)
+        return None
     if isinstance(proposal, DraftProposal):
         request.proposal = "draft"
         draft = validate_draft(proposal.raw, evidence_refs_for_ticket(ticket_id=run.ticket_id))
         if isinstance(draft, str):
             request.outcome = ModelRequest.Outcome.INVALID_DRAFT
             return _validation_error(run, writes, request, draft, now)
-        return run_stop(run=run, stop=Stop(Status.COMPLETED), now=now, writes=writes, draft=draft)
+        run_stop(run=run, stop=Stop(Status.COMPLETED), now=now, writes=writes, draft=draft)
+        return None
     if isinstance(proposal, Call):
         request.proposal = f"call {proposal.tool}"[:200]
         return _judge(run, writes, proposal, now)
@@ -289,14 +297,16 @@ def _judge(run: Run, writes: StepWrites, call: Call, now: datetime) -> Operation
     verdict = judge_call(call, budget=run.get_budget(), usage=run.usage(), time_left=run.time_left(now), facts=facts)
     if isinstance(verdict, Stop):
         refused = refusal_of_call(call, verdict, staff_reason=_staff_reason(scope, call, verdict))
-        return run_stop(run=run, stop=verdict, now=now, writes=writes, refused=refused)
+        run_stop(run=run, stop=verdict, now=now, writes=writes, refused=refused)
+        return None
     if isinstance(verdict, Dispatch):
         return _reserve_attempt(run, writes, verdict.call, now)
     if isinstance(verdict, ReuseReceipt):
         _reuse_receipt(run, verdict.call)
         return _plan_request(run, writes, now)
     if isinstance(verdict, AwaitApproval):
-        return _await_approval(run, writes, verdict.call)
+        _await_approval(run, writes, verdict.call)
+        return None
     assert_never(verdict)
 
 
@@ -339,14 +349,16 @@ def _resume_approved(run: Run, writes: StepWrites, now: datetime) -> Operation |
             state=Approval.State.EXPIRED
         )
         stop = Stop(Status.DEADLINE, note="the deadline passed while waiting for approval")
-        return run_stop(run=run, stop=stop, now=now, writes=writes)
+        run_stop(run=run, stop=stop, now=now, writes=writes)
+        return None
     if approval is None:
         return None  # still waiting
     approval.state = Approval.State.USED
     approval.save(update_fields=["state"])
     run.status, run.pending_call = Status.RUNNING, None
     if run.cancel_requested:
-        return run_stop(run=run, stop=Stop(Status.CANCELLED), now=now, writes=writes)
+        run_stop(run=run, stop=Stop(Status.CANCELLED), now=now, writes=writes)
+        return None
     call = NormalizedCall(approval.tool, approval.args, approval.call_id or None)
     return _reserve_attempt(run, writes, call, now, approved=True)
 
@@ -366,7 +378,8 @@ def _record_dispatch(run: Run, writes: StepWrites, op: DispatchOp, res: OpResult
     outcome = res.result
     if run.time_left(now) <= 0 or (isinstance(outcome, TimedOut) and res.by_deadline):
         stop = Stop(Status.DEADLINE, note=f"the deadline passed during {op.tool}")
-        return run_stop(run=run, stop=stop, now=now, writes=writes)
+        run_stop(run=run, stop=stop, now=now, writes=writes)
+        return None
     # A backend that learns only from its reply that a job is another account's (Forbidden) or
     # sensitive (ApprovalRequired) ends the run, or waits, as the checks before dispatch would have.
     error = outcome.error if isinstance(outcome, Raised) else None
@@ -374,9 +387,11 @@ def _record_dispatch(run: Run, writes: StepWrites, op: DispatchOp, res: OpResult
         stop = Stop(Status.INVALID_OR_FORBIDDEN, Detail.FORBIDDEN, "this session may not make this call")
         refused = refusal_of_dispatch(tool=op.tool, args=op.args, call_id=attempt.call_id,
                                       staff_reason=error.staff_reason)
-        return run_stop(run=run, stop=stop, now=now, writes=writes, refused=refused)
+        run_stop(run=run, stop=stop, now=now, writes=writes, refused=refused)
+        return None
     if isinstance(error, ApprovalRequired) and _may_wait_for_approval(run):
-        return _await_approval(run, writes, op.call)
+        _await_approval(run, writes, op.call)
+        return None
     budget = run.get_budget()
     if attempt.outcome == ToolAttempt.Outcome.TRANSIENT_ERROR and not run.cancel_requested:
         if attempt.retry_number < budget.max_read_retries and tool_attempts_left(budget, run.usage()) > 0:

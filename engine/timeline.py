@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from django.db.models import TextChoices
 from django.urls import reverse
@@ -128,10 +128,16 @@ def run_timeline(*, run: Run) -> list[Step]:
 
 
 # What an evidence item's source is, by the tool that read it (each tool's view names its kind), or "other".
-SourceKind = TextChoices("SourceKind", [
-    (kind.upper(), kind) for kind in dict.fromkeys([*(tool.view.kind for tool in TOOLS.values()), "other"])
-])
-SourceKind.__doc__ = "What an evidence item's source is, by the tool that read it."
+if TYPE_CHECKING:
+    # The members are made from the tools' views as the tools load, which no type checker can follow;
+    # statically a kind is the string it is (each member is a str). Pydantic and the API schema see the
+    # TextChoices below.
+    SourceKind: TypeAlias = str
+else:
+    SourceKind = TextChoices("SourceKind", [
+        (kind.upper(), kind) for kind in dict.fromkeys([*(tool.view.kind for tool in TOOLS.values()), "other"])
+    ])
+    SourceKind.__doc__ = "What an evidence item's source is, by the tool that read it."
 OTHER_TOOL = ResultView()  # a tool no longer in the table: its result shown as recorded
 
 

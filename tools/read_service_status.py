@@ -38,6 +38,9 @@ class ServiceName(TextChoices):
 
 
 SERVICES = tuple(ServiceName.values)
+# ServiceName's values as a type: a type checker needs them written out (Literal[SERVICES] is a
+# tuple to it, not a type); a test keeps the two the same.
+ServiceValue = Literal["export", "api", "auth", "billing"]
 
 
 class ReadServiceStatusArgs(ToolArgs):
@@ -45,7 +48,7 @@ class ReadServiceStatusArgs(ToolArgs):
 
     case_rules = {"service": str.lower}
 
-    service: Literal[SERVICES] = Field(description="The service name.")  # strict: a plain string, not the enum
+    service: ServiceValue = Field(description="The service name.")  # strict: a plain string, not the enum
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """Normalizing and validating tool arguments (CONFORMANCE §3, §4). Pure: no database."""
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -8,6 +10,7 @@ from hypothesis import strategies as st
 from engine.decisions import Call, NormalizedCall, normalize_call
 from engine.statuses import Detail, Status, Stop
 from tools.base import call_key, canonical_json
+from tools.read_service_status import SERVICES, ServiceName, ServiceValue
 from tools.registry import TOOLS
 
 
@@ -168,3 +171,10 @@ def test_a_normalized_job_id_is_ascii_j_dash_digits(job_id):
     if isinstance(result, NormalizedCall):
         value = result.args["job_id"]
         assert value.startswith("J-") and value[2:].isascii() and value[2:].isdigit() and len(value) <= 14
+
+
+def test_the_service_argument_names_exactly_the_services():
+    """The argument's type spells out ServiceName's values; the two stay the same."""
+    assert get_args(ServiceValue) == tuple(ServiceName.values) == SERVICES
+    for name in ServiceName.values:
+        assert normalized("read_service_status", {"service": name}) == {"service": name}
