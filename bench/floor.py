@@ -4,6 +4,7 @@ A floor run commits one reservation (a counter and an operation row) before
 each of the 5 operations of J-42 and does nothing else: no decisions, no
 context, no evidence. `floor_worker` runs the same loop as a Celery task.
 """
+
 from __future__ import annotations
 
 import time

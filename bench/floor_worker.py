@@ -6,6 +6,7 @@ Configured from the same Django settings as the real workers (late
 acknowledgement, prefetch of one, no results), so that the floor and the loop
 differ only in the loop. Each worker thread keeps one plain psycopg connection.
 """
+
 from __future__ import annotations
 
 import os

@@ -46,6 +46,7 @@ Needs PostgreSQL and Redis (bin/services starts them); DATABASE_URL defaults to 
 database of its own; the runs go to CELERY_BROKER_URL's broker when it is set
 (its workers listen there too), else to the local Redis.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -118,7 +119,9 @@ def drawn_script(rng: random.Random, model_s: float, dispatch_s: float) -> tuple
     script = j42_script()
     for reply, delay in zip(script["model"], models, strict=True):
         reply["delay_seconds"] = delay
-    script["faults"] = {tool: [{"delay_seconds": delay}] for tool, delay in zip(script["faults"], dispatches, strict=True)}
+    script["faults"] = {
+        tool: [{"delay_seconds": delay}] for tool, delay in zip(script["faults"], dispatches, strict=True)
+    }
     return script, sum(models) + sum(dispatches)
 
 
@@ -184,8 +187,14 @@ class Recording:
         if [(kind, query) for kind, query, _ in first] != [(kind, query) for kind, query, _ in second]:
             raise RuntimeError("two J-42 runs sent different statements; there is no one run to replay")
         self.commands = [
-            (kind, query, params, [i for i, (a, b) in enumerate(zip(params, other, strict=True)) if (a, b) == (first_id, second_id)]
-             if params is not None else [])
+            (
+                kind,
+                query,
+                params,
+                [i for i, (a, b) in enumerate(zip(params, other, strict=True)) if (a, b) == (first_id, second_id)]
+                if params is not None
+                else [],
+            )
             for (kind, query, params), (_, _, other) in zip(first, second, strict=True)
         ]
 
@@ -261,10 +270,12 @@ def timed(fns, n: int) -> tuple[list[list[float]], list[list[float]]]:
 
 def metrics_figures(ticket: Ticket, n: int) -> dict:
     """Milliseconds per run with the metrics counted and with them off, the two taking turns."""
+
     def run_with_metrics(on: bool):
         def run() -> None:
             settings.AGENT_METRICS = on
             run_advance(start(ticket).pk)
+
         return run
 
     (on, off), _ = timed([run_with_metrics(True), run_with_metrics(False)], n)
@@ -301,15 +312,39 @@ class Workers:
     def __init__(self, concurrency: int, processes: int, app: str = "supportagent"):
         self.queue = f"bench-{uuid.uuid4().hex[:8]}"
         threads = threads_per_process(concurrency, processes)
-        env = {**os.environ, "CELERY_BROKER_URL": BROKER, "AGENT_QUEUE": self.queue,
-               "DATABASE_POOL_MAX": str(pool_max(threads)), "PYTHONPATH": str(ROOT)}
+        env = {
+            **os.environ,
+            "CELERY_BROKER_URL": BROKER,
+            "AGENT_QUEUE": self.queue,
+            "DATABASE_POOL_MAX": str(pool_max(threads)),
+            "PYTHONPATH": str(ROOT),
+        }
         self.log = open(ROOT / "var" / "bench-worker.log", "ab")
         self.procs = [
             subprocess.Popen(
-                [str(Path(sys.executable).with_name("celery")), "-A", app, "worker", "--pool", "threads",
-                 "--concurrency", str(threads), "-Q", self.queue, "-n", f"bench-{app}{i}@%h", "--without-gossip",
-                 "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"],
-                cwd=ROOT if app == "supportagent" else BENCH, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                [
+                    str(Path(sys.executable).with_name("celery")),
+                    "-A",
+                    app,
+                    "worker",
+                    "--pool",
+                    "threads",
+                    "--concurrency",
+                    str(threads),
+                    "-Q",
+                    self.queue,
+                    "-n",
+                    f"bench-{app}{i}@%h",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--without-heartbeat",
+                    "--loglevel",
+                    "WARNING",
+                ],
+                cwd=ROOT if app == "supportagent" else BENCH,
+                env=env,
+                stdout=self.log,
+                stderr=subprocess.STDOUT,
             )
             for i in range(processes)
         ]
@@ -351,8 +386,11 @@ def _context_switches(pid: int) -> int:
             lines = (task / "status").read_text().splitlines()
         except OSError:  # the thread ended meanwhile
             continue
-        switches += sum(int(line.split()[1]) for line in lines
-                        if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")))
+        switches += sum(
+            int(line.split()[1])
+            for line in lines
+            if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:"))
+        )
     return switches
 
 
@@ -452,8 +490,9 @@ def wait_until_done(ids: list[int], pending_sql: str, params: list, timeout: flo
             time.sleep(0.01)
 
 
-def concurrency_figures(ticket: Ticket, floor: psycopg.Connection, runs: int, concurrency: int, latency: float,
-                        processes: int, rounds: int) -> dict:
+def concurrency_figures(
+    ticket: Ticket, floor: psycopg.Connection, runs: int, concurrency: int, latency: float, processes: int, rounds: int
+) -> dict:
     """The loop's and the floor's wall time for `runs` runs at `concurrency`, each on its own workers,
     taking turns `rounds` times (the median of each is reported).
 
@@ -473,13 +512,18 @@ def concurrency_figures(ticket: Ticket, floor: psycopg.Connection, runs: int, co
                 floor_walls.append(drive_floor(floor_ids, latency, 300))
     ideal = runs * 5 * latency / concurrency
     wall, floor_wall = statistics.median(walls), statistics.median(floor_walls)
-    figures = {"concurrency_workers": processes, "concurrency_wall_s": round(wall, 3),
-               "concurrency_ideal_s": round(ideal, 3),
-               "concurrency_efficiency": round(ideal / wall, 3)}
+    figures = {
+        "concurrency_workers": processes,
+        "concurrency_wall_s": round(wall, 3),
+        "concurrency_ideal_s": round(ideal, 3),
+        "concurrency_efficiency": round(ideal / wall, 3),
+    }
     figures |= {f"concurrency_{key}": round(statistics.median(values), 2) for key, values in cpu.items()}
     figures["concurrency_cpu_bound_efficiency"] = cpu_bound_efficiency(cpu, runs, ideal)
-    figures |= {"floor_concurrency_wall_s": round(floor_wall, 3),
-                "floor_concurrency_efficiency": round(ideal / floor_wall, 3)}
+    figures |= {
+        "floor_concurrency_wall_s": round(floor_wall, 3),
+        "floor_concurrency_efficiency": round(ideal / floor_wall, 3),
+    }
     figures |= {f"floor_concurrency_{key}": round(statistics.median(values), 2) for key, values in floor_cpu.items()}
     figures["floor_concurrency_cpu_bound_efficiency"] = cpu_bound_efficiency(floor_cpu, runs, ideal)
     return figures
@@ -505,9 +549,11 @@ def need_connections(concurrency: int, processes: int) -> None:
         )
         allowed, in_use = cursor.fetchone()
     if wanted + in_use > allowed:
-        raise SystemExit(f"concurrency {concurrency} on {processes} workers needs about {wanted} database connections"
-                         f" and {in_use} are in use; PostgreSQL allows {allowed} (max_connections): lower --concurrency"
-                         " or raise max_connections")
+        raise SystemExit(
+            f"concurrency {concurrency} on {processes} workers needs about {wanted} database connections"
+            f" and {in_use} are in use; PostgreSQL allows {allowed} (max_connections): lower --concurrency"
+            " or raise max_connections"
+        )
 
 
 def cpu_bound_efficiency(cpu: dict[str, list[float]], runs: int, ideal: float) -> float:
@@ -518,8 +564,9 @@ def cpu_bound_efficiency(cpu: dict[str, list[float]], runs: int, ideal: float) -
     return round(ideal / max(ideal, fewest_seconds), 3)
 
 
-def inflight_slowdown(ticket: Ticket, runs: int, processes: int, model_s: float, dispatch_s: float,
-                      arrival_s: float, rng: random.Random) -> float:
+def inflight_slowdown(
+    ticket: Ticket, runs: int, processes: int, model_s: float, dispatch_s: float, arrival_s: float, rng: random.Random
+) -> float:
     """The 95th percentile, over `runs` runs arriving evenly over `arrival_s` on workers with a thread
     for each, of each run's time from arrival to packet over the sum of its own latencies."""
     from engine.tasks import advance_run
@@ -560,9 +607,12 @@ def inflight_figures(ticket: Ticket, runs: int, levels: list[int], processes: in
     if runs not in measured:
         measured[runs] = inflight_slowdown(ticket, runs, processes, 1.0, 0.2, 2.0, rng)
     within = [level for level in sorted(set(levels)) if measured.get(level, INFLIGHT_TARGET + 1) <= INFLIGHT_TARGET]
-    return {"inflight_runs": runs, "inflight_p95_slowdown": round(measured[runs], 3),
-            "inflight_capacity": max(within, default=0),
-            "inflight_p95_slowdown_by_runs": {str(level): round(value, 3) for level, value in sorted(measured.items())}}
+    return {
+        "inflight_runs": runs,
+        "inflight_p95_slowdown": round(measured[runs], 3),
+        "inflight_capacity": max(within, default=0),
+        "inflight_p95_slowdown_by_runs": {str(level): round(value, 3) for level, value in sorted(measured.items())},
+    }
 
 
 def memory_figures(ticket: Ticket, first: int, total: int) -> dict:
@@ -575,8 +625,11 @@ def memory_figures(ticket: Ticket, first: int, total: int) -> dict:
             drive([start(ticket).pk for _ in range(batch)], 900)
             done += batch
         rss_total = worker.rss_kib()
-    return {"rss_kib_after_first": rss_first, "rss_kib_after_all": rss_total,
-            "rss_growth_ratio": round(rss_total / rss_first, 3)}
+    return {
+        "rss_kib_after_first": rss_first,
+        "rss_kib_after_all": rss_total,
+        "rss_growth_ratio": round(rss_total / rss_first, 3),
+    }
 
 
 def main() -> int:
@@ -586,15 +639,27 @@ def main() -> int:
     parser.add_argument("--concurrency-runs", type=int, default=200)
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--latency-ms", type=float, default=50.0)
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
-                        help="worker processes sharing the concurrency (default: one per core)")
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="concurrency measurements of the loop and of the floor, taking turns (default 3)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="worker processes sharing the concurrency (default: one per core)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="concurrency measurements of the loop and of the floor, taking turns (default 3)",
+    )
     parser.add_argument("--memory-runs", type=int, default=10_000)
-    parser.add_argument("--inflight-runs", type=int, default=200,
-                        help="runs in flight for inflight_p95_slowdown (default 200)")
-    parser.add_argument("--inflight-levels", default="100,200,400,800",
-                        help="runs in flight tried for inflight_capacity, comma-separated (default 100,200,400,800)")
+    parser.add_argument(
+        "--inflight-runs", type=int, default=200, help="runs in flight for inflight_p95_slowdown (default 200)"
+    )
+    parser.add_argument(
+        "--inflight-levels",
+        default="100,200,400,800",
+        help="runs in flight tried for inflight_capacity, comma-separated (default 100,200,400,800)",
+    )
     parser.add_argument("--inflight-only", action="store_true", help="measure only the runs in flight")
     args = parser.parse_args()
     levels = [int(level) for level in args.inflight_levels.split(",")]
@@ -611,8 +676,11 @@ def main() -> int:
 
     counter = StatementCounter()
     conninfo = os.environ["DATABASE_URL"]
-    with (psycopg.connect(conninfo, autocommit=True) as probe, psycopg.connect(conninfo, autocommit=True) as floor,
-          psycopg.connect(conninfo, autocommit=True) as alone):
+    with (
+        psycopg.connect(conninfo, autocommit=True) as probe,
+        psycopg.connect(conninfo, autocommit=True) as floor,
+        psycopg.connect(conninfo, autocommit=True) as alone,
+    ):
         floor.execute(FLOOR_SCHEMA)
         for _ in range(5):  # warm caches on both sides
             count_one_run(ticket, counter, probe)
@@ -625,8 +693,14 @@ def main() -> int:
         statistics_current()
         for _ in range(5):
             recording.replay(alone, start(ticket).pk)
-        (ours, base, sql_alone), (ours_cpu, base_cpu, _) = timed([lambda: run_advance(start(ticket).pk), lambda: floor_run(floor),
-                                       lambda: recording.replay(alone, start(ticket).pk)], args.runs)
+        (ours, base, sql_alone), (ours_cpu, base_cpu, _) = timed(
+            [
+                lambda: run_advance(start(ticket).pk),
+                lambda: floor_run(floor),
+                lambda: recording.replay(alone, start(ticket).pk),
+            ],
+            args.runs,
+        )
 
     figures = {
         "commits_per_run": commits,
@@ -649,8 +723,9 @@ def main() -> int:
     figures |= metrics_figures(ticket, args.runs)
     statistics_current()
     with psycopg.connect(conninfo, autocommit=True) as floor:
-        figures |= concurrency_figures(ticket, floor, args.concurrency_runs, args.concurrency, args.latency_ms / 1000,
-                                       args.workers, args.rounds)
+        figures |= concurrency_figures(
+            ticket, floor, args.concurrency_runs, args.concurrency, args.latency_ms / 1000, args.workers, args.rounds
+        )
     statistics_current()
     figures |= memory_figures(ticket, 100, args.memory_runs)
     figures |= inflight_figures(ticket, args.inflight_runs, levels, args.workers)

@@ -3,6 +3,7 @@
 The approval itself (asked for by a run's step, answered by engine.services.approval_answer)
 lives with the run; this module adds what people need to answer in time.
 """
+
 from __future__ import annotations
 
 import logging
@@ -57,7 +58,8 @@ class Waiting:
     @property
     def expired(self) -> bool:
         return self.approval.state == Approval.State.EXPIRED or (
-            self.approval.state == Approval.State.PENDING and self.seconds_left <= 0)
+            self.approval.state == Approval.State.PENDING and self.seconds_left <= 0
+        )
 
     @property
     def state_shown(self) -> str:
@@ -88,9 +90,16 @@ def time_left_text(seconds: float) -> str:
 def approvals_waiting() -> QuerySet[Approval]:
     """Pending approvals of investigations still waiting with time left, the nearest deadline first
     (an evaluation answers its own calls from the original run's answers)."""
-    return (Approval.objects.filter(state=Approval.State.PENDING, run__status=Status.WAITING_APPROVAL,
-                                    run__deadline_at__gt=timezone.now(), run__purpose=Run.Purpose.INVESTIGATION)
-            .select_related("run__ticket").order_by("run__deadline_at", "id"))
+    return (
+        Approval.objects.filter(
+            state=Approval.State.PENDING,
+            run__status=Status.WAITING_APPROVAL,
+            run__deadline_at__gt=timezone.now(),
+            run__purpose=Run.Purpose.INVESTIGATION,
+        )
+        .select_related("run__ticket")
+        .order_by("run__deadline_at", "id")
+    )
 
 
 def supervisors_to_tell() -> list[str]:
@@ -115,12 +124,14 @@ def approval_notify(*, approval_id: int) -> int:
         return 0
     run = approval.run
     subject = f"Approval needed: run {run.pk} on {run.ticket.ref} ({time_left_text(run.time_left())})"
-    body = "\n".join([
-        f"Run {run.pk} on ticket {run.ticket.ref} wants to call {approval.tool} {approval.args}.",
-        f"Why it needs approval: {approval.reason}",
-        f"Answer before {timezone.localtime(run.deadline_at):%Y-%m-%d %H:%M:%S %Z}; the run's deadline keeps running.",
-        settings.AGENT_SITE_URL + reverse("admin:agentrun_run_change", args=[run.pk]),
-    ])
+    body = "\n".join(
+        [
+            f"Run {run.pk} on ticket {run.ticket.ref} wants to call {approval.tool} {approval.args}.",
+            f"Why it needs approval: {approval.reason}",
+            f"Answer before {timezone.localtime(run.deadline_at):%Y-%m-%d %H:%M:%S %Z}; the run's deadline keeps running.",
+            settings.AGENT_SITE_URL + reverse("admin:agentrun_run_change", args=[run.pk]),
+        ]
+    )
     try:
         return send_mail(subject, body, None, recipients)
     except OSError as exc:  # SMTP errors are OSErrors
@@ -148,5 +159,8 @@ def _enqueue_notify(approval_id: int) -> None:
     try:
         celery_app.send_task(NOTIFY_APPROVAL_TASK, (approval_id,))  # by name: engine.tasks imports this module
     except BrokerUnavailable as exc:
-        log.error("approval %s: the e-mail to supervisors could not be enqueued, the broker did not answer (%s)",
-                  approval_id, exc)
+        log.error(
+            "approval %s: the e-mail to supervisors could not be enqueued, the broker did not answer (%s)",
+            approval_id,
+            exc,
+        )

@@ -6,6 +6,7 @@ document says can change it. `Usage` is a snapshot of the run's counters, and
 checks here run *before* a spend (compare pydantic-ai's
 `UsageLimits.check_before_request`).
 """
+
 from __future__ import annotations
 
 import math
@@ -81,14 +82,15 @@ class Budget:
     max_tool_attempts: int = limit(6, "Tool attempts a run may make, retries included.", ge=0, le=COUNT_LIMIT)
     deadline_seconds: float = limit(45.0, "Seconds from the run's start to its deadline.", gt=0, le=SECONDS_LIMIT)
     operation_timeout_seconds: float = limit(
-        10.0, "Seconds one model request or tool dispatch may take.", gt=0, le=SECONDS_LIMIT)
+        10.0, "Seconds one model request or tool dispatch may take.", gt=0, le=SECONDS_LIMIT
+    )
     max_input_tokens: int = limit(8000, "Input tokens one model request may use.", ge=1, le=COUNT_LIMIT)
     max_output_tokens: int = limit(1000, "Output tokens one model request may use.", ge=1, le=COUNT_LIMIT)
     max_total_tokens: int = limit(60000, "Tokens a run may use in all.", ge=0, le=COUNT_LIMIT, wide=True)
-    max_cost_micros: int = limit(
-        500000, "Micro-dollars a run may spend in all.", ge=0, le=COUNT_LIMIT, wide=True)
+    max_cost_micros: int = limit(500000, "Micro-dollars a run may spend in all.", ge=0, le=COUNT_LIMIT, wide=True)
     max_tool_result_chars: int = limit(
-        4000, "Characters of a tool result kept as evidence; the rest is cut.", ge=1, le=10**7)
+        4000, "Characters of a tool result kept as evidence; the rest is cut.", ge=1, le=10**7
+    )
     max_read_retries: int = limit(1, "Retries of a lookup after a transient failure.", ge=0, le=COUNT_LIMIT)
     input_per_mtok_usd: str = price("Dollars per million input tokens.")
     output_per_mtok_usd: str = price("Dollars per million output tokens.")
@@ -181,12 +183,12 @@ def cost_micros(budget: Budget, input_tokens: int, output_tokens: int) -> int:
     return int(exact.to_integral_value(rounding=ROUND_CEILING))
 
 
-
 def dollars(micros: int) -> str:
     """Micro-dollars as a person reads them: "$0.50", "$0.000123", "$1,234.00"."""
     whole, rest = divmod(abs(micros), 1_000_000)
     cents = f"{rest:06d}".rstrip("0").ljust(2, "0")
     return f"{'-' if micros < 0 else ''}${whole:,}.{cents}"
+
 
 @dataclass(frozen=True)
 class Usage:

@@ -1,4 +1,5 @@
 """Start-up checks: settings that run but are unsafe, or leave people too little time."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -18,12 +19,16 @@ SIGNING_SECRETS = ("INTAKE_ZENDESK_SECRET", "AGENT_PACKET_WEBHOOK_SECRET")
 def signing_secret_check(app_configs=None, **kwargs) -> list[CheckError]:
     """`check --deploy`: each HMAC signing secret that is set has at least SIGNING_SECRET_MIN_CHARS
     characters (its value is never shown)."""
-    return [CheckError(
-        f"{name} is shorter than {SIGNING_SECRET_MIN_CHARS} characters: whoever guesses it can sign requests.",
-        hint="Use a random secret, e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))', "
-             "and set the same one at the other end.",
-        id=SIGNING_SECRET_TOO_SHORT,
-    ) for name in SIGNING_SECRETS if 0 < len(getattr(settings, name, "")) < SIGNING_SECRET_MIN_CHARS]
+    return [
+        CheckError(
+            f"{name} is shorter than {SIGNING_SECRET_MIN_CHARS} characters: whoever guesses it can sign requests.",
+            hint="Use a random secret, e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))', "
+            "and set the same one at the other end.",
+            id=SIGNING_SECRET_TOO_SHORT,
+        )
+        for name in SIGNING_SECRETS
+        if 0 < len(getattr(settings, name, "")) < SIGNING_SECRET_MIN_CHARS
+    ]
 
 
 def approval_time_check(app_configs=None, **kwargs) -> list[CheckWarning]:
@@ -34,19 +39,24 @@ def approval_time_check(app_configs=None, **kwargs) -> list[CheckWarning]:
     deadline = approval_deadline(_default_deadline())
     if not needing or deadline >= settings.AGENT_APPROVAL_MIN_SECONDS:
         return []
-    return [CheckWarning(
-        f"Calls need approval ({' and '.join(needing)}), but new runs that may wait for one have {deadline:g} s "
-        f"before their deadline, less than AGENT_APPROVAL_MIN_SECONDS ({settings.AGENT_APPROVAL_MIN_SECONDS} s).",
-        hint="Raise AGENT_APPROVAL_DEADLINE_SECONDS (or deadline_seconds, in AGENT_BUDGET_DEFAULTS or the "
-             "supervisors' budget defaults) so that a supervisor has time to answer, or lower "
-             "AGENT_APPROVAL_MIN_SECONDS.",
-        id=APPROVAL_TOO_SHORT,
-    )]
+    return [
+        CheckWarning(
+            f"Calls need approval ({' and '.join(needing)}), but new runs that may wait for one have {deadline:g} s "
+            f"before their deadline, less than AGENT_APPROVAL_MIN_SECONDS ({settings.AGENT_APPROVAL_MIN_SECONDS} s).",
+            hint="Raise AGENT_APPROVAL_DEADLINE_SECONDS (or deadline_seconds, in AGENT_BUDGET_DEFAULTS or the "
+            "supervisors' budget defaults) so that a supervisor has time to answer, or lower "
+            "AGENT_APPROVAL_MIN_SECONDS.",
+            id=APPROVAL_TOO_SHORT,
+        )
+    ]
 
 
 def _what_needs_approval() -> list[str]:
-    needing = [f"the tools in AGENT_REQUIRE_APPROVAL ({', '.join(settings.AGENT_REQUIRE_APPROVAL)})"] \
-        if settings.AGENT_REQUIRE_APPROVAL else []
+    needing = (
+        [f"the tools in AGENT_REQUIRE_APPROVAL ({', '.join(settings.AGENT_REQUIRE_APPROVAL)})"]
+        if settings.AGENT_REQUIRE_APPROVAL
+        else []
+    )
     return needing + (["jobs marked sensitive"] if _sensitive_jobs_exist() else [])
 
 

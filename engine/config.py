@@ -1,4 +1,5 @@
 """Budgets and prices for new runs, from settings and supervisors' overrides. Never from model or document text."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -68,6 +69,8 @@ def default_budget(model_name: str, *, approval_possible: bool = False) -> Budge
             )
         prices = ("0", "0")
     try:
-        return Budget.from_mapping({**budget.as_dict(), "input_per_mtok_usd": prices[0], "output_per_mtok_usd": prices[1]})
+        return Budget.from_mapping(
+            {**budget.as_dict(), "input_per_mtok_usd": prices[0], "output_per_mtok_usd": prices[1]}
+        )
     except ValueError as exc:
         raise ConfigError(f"price of {model_name!r}: {exc}") from None

@@ -4,6 +4,7 @@ The loop asks the database what these functions need (receipts, authorization,
 the last executed call) through small callables, so the order of the checks
 lives here, in one place, and is table-tested.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Collection

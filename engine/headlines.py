@@ -5,6 +5,7 @@ why in the words of the case: who denied a lookup and when, which job does not e
 which service could not be reached. `stop_headline` decides (pure); `run_headline` reads
 what it needs from a run and its packet.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -26,8 +27,15 @@ class Headline:
     at: datetime | None = None  # when it happened (a denial), shown in the viewer's time zone
 
 
-def stop_headline(status: str, detail: str = "", *, refused_reason: str = "", denied_by: str = "",
-                  denied_at: datetime | None = None, unreached: Sequence[str] = ()) -> Headline:
+def stop_headline(
+    status: str,
+    detail: str = "",
+    *,
+    refused_reason: str = "",
+    denied_by: str = "",
+    denied_at: datetime | None = None,
+    unreached: Sequence[str] = (),
+) -> Headline:
     """The headline of a stop. `refused_reason` is the staff-only reason on the packet (engine.refusals);
     `denied_by`/`denied_at`, the supervisor's answer to an approval; `unreached`, the services that never
     answered one of the run's lookups."""
@@ -60,7 +68,10 @@ def run_headline(*, run: Run, packet: ReviewPacket | None) -> Headline:
         denial = run.approvals.filter(state=Approval.State.DENIED).order_by("-decided_at").first()
     attempts = run.attempts.values_list("tool", "call_key", "outcome")
     return stop_headline(
-        run.status, run.detail, refused_reason=str(refused.get("reason") or ""),
-        denied_by=denial.decided_by if denial else "", denied_at=denial.decided_at if denial else None,
+        run.status,
+        run.detail,
+        refused_reason=str(refused.get("reason") or ""),
+        denied_by=denial.decided_by if denial else "",
+        denied_at=denial.decided_at if denial else None,
         unreached=unreached_services(list(attempts)),
     )

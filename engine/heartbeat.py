@@ -6,6 +6,7 @@ the time in a Redis sorted set on the broker, one per queue, at most once every
 RECORD_EVERY seconds a process: a pipelined ZADD, no database statement. Names
 not seen for FORGET_AFTER seconds are dropped by the same pipeline.
 """
+
 from __future__ import annotations
 
 import logging

@@ -9,6 +9,7 @@ drives the run under a lease; if it loses it (it was too slow, the watchdog
 ended the run), its next write is refused and it stops. A step or read whose
 database connection was lost is tried again on a new one (on_fresh_connection).
 """
+
 from __future__ import annotations
 
 import logging
@@ -161,8 +162,11 @@ def _connection_lost(error: BaseException) -> bool:
 
 def _execute(op: Operation, run: Run, budget: Budget, adapter: ModelAdapter, dispatcher: Dispatcher) -> OpResult:
     if isinstance(op, ModelOp):
-        context = on_fresh_connection(lambda retry: run_context(
-            run=run, budget=budget, shown_allowances=op.allowances, reserve_bytes=adapter.input_overhead_bytes()))
+        context = on_fresh_connection(
+            lambda retry: run_context(
+                run=run, budget=budget, shown_allowances=op.allowances, reserve_bytes=adapter.input_overhead_bytes()
+            )
+        )
         release_connection()
         wait, by_deadline = budget.wait_seconds(run.time_left())
         spec = ModelRequestSpec(context, budget.max_output_tokens, wait, op.index)

@@ -10,6 +10,7 @@ counted: the figures are the service's. The queue's gauges are read from the dat
 (QueueCollector). With PROMETHEUS_MULTIPROC_DIR set (before the process
 starts) every process writes its counts there and an endpoint serves them all.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,20 +32,29 @@ RUN_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 45, 60, 120, 300)
 
 RUNS_STARTED = Counter("supportagent_runs_started", "Runs created, by model.", ["model"])
 RUNS_ENDED = Counter("supportagent_runs_ended", "Runs ended, by status and model.", ["status", "model"])
-RUN_SECONDS = Histogram("supportagent_run_duration_seconds", "From a run's creation to its end, by model.",
-                        ["model"], buckets=RUN_BUCKETS)
-MODEL_REQUESTS = Counter("supportagent_model_requests", "Model requests settled, by model and outcome.",
-                         ["model", "outcome"])
-MODEL_SECONDS = Histogram("supportagent_model_request_duration_seconds", "Model request latency, by model.",
-                          ["model"], buckets=LATENCY_BUCKETS)
-DISPATCHES = Counter("supportagent_tool_dispatches", "Tool dispatches settled, by tool and outcome.",
-                     ["tool", "outcome"])
-DISPATCH_SECONDS = Histogram("supportagent_tool_dispatch_duration_seconds", "Tool dispatch latency, by tool.",
-                             ["tool"], buckets=LATENCY_BUCKETS)
+RUN_SECONDS = Histogram(
+    "supportagent_run_duration_seconds", "From a run's creation to its end, by model.", ["model"], buckets=RUN_BUCKETS
+)
+MODEL_REQUESTS = Counter(
+    "supportagent_model_requests", "Model requests settled, by model and outcome.", ["model", "outcome"]
+)
+MODEL_SECONDS = Histogram(
+    "supportagent_model_request_duration_seconds",
+    "Model request latency, by model.",
+    ["model"],
+    buckets=LATENCY_BUCKETS,
+)
+DISPATCHES = Counter(
+    "supportagent_tool_dispatches", "Tool dispatches settled, by tool and outcome.", ["tool", "outcome"]
+)
+DISPATCH_SECONDS = Histogram(
+    "supportagent_tool_dispatch_duration_seconds", "Tool dispatch latency, by tool.", ["tool"], buckets=LATENCY_BUCKETS
+)
 TOKENS = Counter("supportagent_tokens", "Tokens spent by ended runs, by model.", ["model"])
 COST = Counter("supportagent_cost_dollars", "Dollars spent by ended runs, by model.", ["model"])
-WATCHDOG = Counter("supportagent_watchdog_actions", "Watchdog actions and late results discarded, by action.",
-                   ["action"])
+WATCHDOG = Counter(
+    "supportagent_watchdog_actions", "Watchdog actions and late results discarded, by action.", ["action"]
+)
 
 
 class WatchdogAction(TextChoices):
@@ -80,8 +90,9 @@ def run_started(model: str, *, purpose: str = Run.Purpose.INVESTIGATION) -> None
         after_commit(RUNS_STARTED.labels(model_label(model)).inc)
 
 
-def run_ended(*, status: str, model: str, seconds: float, tokens: int, cost_micros: int,
-              purpose: str = Run.Purpose.INVESTIGATION) -> None:
+def run_ended(
+    *, status: str, model: str, seconds: float, tokens: int, cost_micros: int, purpose: str = Run.Purpose.INVESTIGATION
+) -> None:
     if not counted(purpose):
         return
     label = model_label(model)
@@ -95,14 +106,16 @@ def run_ended(*, status: str, model: str, seconds: float, tokens: int, cost_micr
     after_commit(count)
 
 
-def model_request_settled(*, model: str, outcome: str, latency_ms: int | None,
-                          purpose: str = Run.Purpose.INVESTIGATION) -> None:
+def model_request_settled(
+    *, model: str, outcome: str, latency_ms: int | None, purpose: str = Run.Purpose.INVESTIGATION
+) -> None:
     if counted(purpose):
         _settled(MODEL_REQUESTS, MODEL_SECONDS, model_label(model), outcome, latency_ms)
 
 
-def dispatch_settled(*, tool: str, outcome: str, latency_ms: int | None,
-                     purpose: str = Run.Purpose.INVESTIGATION) -> None:
+def dispatch_settled(
+    *, tool: str, outcome: str, latency_ms: int | None, purpose: str = Run.Purpose.INVESTIGATION
+) -> None:
     if counted(purpose):
         _settled(DISPATCHES, DISPATCH_SECONDS, tool_label(tool), outcome, latency_ms)
 
@@ -131,10 +144,16 @@ class QueueCollector(Collector):
 
         figures = queue_figures()
         yield GaugeMetricFamily("supportagent_runs_queued", "Runs waiting for a worker.", value=figures.queued)
-        yield GaugeMetricFamily("supportagent_oldest_queued_run_age_seconds",
-                                "Age of the oldest run waiting for a worker (0: none).", value=figures.oldest_age)
-        yield GaugeMetricFamily("supportagent_approvals_waiting", "Calls waiting for a supervisor's answer.",
-                                value=figures.approvals_waiting)
+        yield GaugeMetricFamily(
+            "supportagent_oldest_queued_run_age_seconds",
+            "Age of the oldest run waiting for a worker (0: none).",
+            value=figures.oldest_age,
+        )
+        yield GaugeMetricFamily(
+            "supportagent_approvals_waiting",
+            "Calls waiting for a supervisor's answer.",
+            value=figures.approvals_waiting,
+        )
 
 
 _QUEUE = CollectorRegistry(auto_describe=False)

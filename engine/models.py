@@ -1,4 +1,5 @@
 """Runs and what they spent. Counters and statuses are written only by engine.services."""
+
 from __future__ import annotations
 
 import copy
@@ -25,7 +26,9 @@ class Run(models.Model):
     session = models.ForeignKey("tickets.CustomerSession", on_delete=models.PROTECT, related_name="runs")
     # The ticket's text as the run was shown it: a ticket updated later (intake) leaves the run's context
     # and its packet as they were.
-    subject = models.CharField(max_length=300, blank=True, default="", help_text="The ticket's subject when the run started.")
+    subject = models.CharField(
+        max_length=300, blank=True, default="", help_text="The ticket's subject when the run started."
+    )
     body = models.TextField(blank=True, default="", help_text="The ticket's body when the run started.")
     # Indexed by (status, deadline_at) below, which serves a filter on status alone too; every
     # further index on a run is written again each time a step changes the status.
@@ -39,7 +42,9 @@ class Run(models.Model):
     require_approval = models.JSONField(default=list, blank=True, help_text="Tools whose calls need approval.")
     budget = models.JSONField(help_text="The budget this run was started with; never changed.")
     purpose = models.CharField(
-        max_length=16, choices=Purpose.choices, default=Purpose.INVESTIGATION,
+        max_length=16,
+        choices=Purpose.choices,
+        default=Purpose.INVESTIGATION,
         help_text="An evaluation run replays a reviewed packet's ticket for a candidate model; it never enters "
         "the review queue, the outcomes dashboard or the webhook.",
     )
@@ -81,8 +86,11 @@ class Run(models.Model):
     def from_db(cls, db, field_names, values):
         """A run as read, keeping a copy of what was read: a step writes what it changed (`fields_changed`)."""
         run = super().from_db(db, field_names, values)
-        run._loaded_values = {name: copy.deepcopy(value) for name, value in zip(field_names, values, strict=True)
-                              if value is not models.DEFERRED}
+        run._loaded_values = {
+            name: copy.deepcopy(value)
+            for name, value in zip(field_names, values, strict=True)
+            if value is not models.DEFERRED
+        }
         return run
 
     def fields_changed(self) -> list[str]:
@@ -91,8 +99,11 @@ class Run(models.Model):
         loaded = self.__dict__.get("_loaded_values")
         if loaded is None:
             return [f.name for f in Run._meta.concrete_fields if not f.primary_key]
-        return [f.name for f in Run._meta.concrete_fields
-                if f.attname in self.__dict__ and (f.attname not in loaded or loaded[f.attname] != self.__dict__[f.attname])]
+        return [
+            f.name
+            for f in Run._meta.concrete_fields
+            if f.attname in self.__dict__ and (f.attname not in loaded or loaded[f.attname] != self.__dict__[f.attname])
+        ]
 
     def fields_saved(self, names: list[str]) -> None:
         """The named fields are written as they are now (held with the step's writes, which commit or fail with it)."""
@@ -252,8 +263,12 @@ class Approval(models.Model):
     requested_at = models.DateTimeField(default=timezone.now)
     decided_at = models.DateTimeField(null=True, blank=True)
     decided_by = models.CharField(max_length=150, blank=True)
-    reason = models.CharField(max_length=300, blank=True, default="",
-                              help_text="Why the call needs approval, recorded when the approval is asked for.")
+    reason = models.CharField(
+        max_length=300,
+        blank=True,
+        default="",
+        help_text="Why the call needs approval, recorded when the approval is asked for.",
+    )
     note = models.TextField(blank=True, default="", help_text="The supervisor's reason for a denial.")
 
     class Meta:
@@ -283,7 +298,8 @@ class ReviewPacket(models.Model):
     detail = models.CharField(max_length=24, choices=Detail.choices, blank=True, default="")
     stop_note = models.TextField(blank=True, default="")
     refused = models.JSONField(
-        null=True, blank=True,
+        null=True,
+        blank=True,
         help_text="The proposal the run ended on (tool, args, id) and why, in words for staff only.",
     )
     budget_spent = models.JSONField(default=dict)
@@ -375,8 +391,14 @@ class PacketReview(AppendOnly):
             return PacketReview.Decision.ACCEPTED if self == self.ACCEPT else PacketReview.Decision.REJECTED
 
     packet = models.ForeignKey(ReviewPacket, on_delete=models.CASCADE, related_name="reviews")
-    reviewer = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.PROTECT,
-                                 related_name="packet_reviews", help_text="Empty for a system entry.")
+    reviewer = models.ForeignKey(
+        "auth.User",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="packet_reviews",
+        help_text="Empty for a system entry.",
+    )
     decision = models.CharField(max_length=16, choices=Decision.choices)
     note = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
@@ -431,7 +453,9 @@ class StaffPreference(models.Model):
 
     user = models.OneToOneField("auth.User", on_delete=models.CASCADE, related_name="staff_preference")
     time_zone = models.CharField(
-        max_length=64, default=default_time_zone, validators=[validate_time_zone],
+        max_length=64,
+        default=default_time_zone,
+        validators=[validate_time_zone],
         help_text="Times on the staff pages are shown in this zone.",
     )
 
@@ -501,8 +525,7 @@ class WebhookDelivery(models.Model):
 
     event_id = models.UUIDField(unique=True, help_text="The event's id, sent as its `id`.")
     event_type = models.CharField(max_length=32, choices=EventType.choices)
-    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
-                            db_index=False)
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False)
     payload = models.JSONField()
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     attempt_count = models.PositiveSmallIntegerField(default=0)
@@ -631,9 +654,7 @@ class EvaluationCase(models.Model):
 
     class Meta:
         ordering = ["evaluation", "id"]
-        constraints = [
-            models.UniqueConstraint(fields=["evaluation", "original_run"], name="evaluation_case_unique")
-        ]
+        constraints = [models.UniqueConstraint(fields=["evaluation", "original_run"], name="evaluation_case_unique")]
 
     def __str__(self) -> str:
         return f"case of run {self.original_run_id} in evaluation {self.evaluation_id}"

@@ -1,4 +1,5 @@
 """What the loop executes between two steps, and what a step hands back. Plain values."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,4 +1,5 @@
 """The review packet: what staff review when a run ends. Written once; reviews never edit it."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -11,8 +12,15 @@ from engine.sql import StepWrites, packets_supersede
 from engine.statuses import Stop
 
 
-def packet_write(*, run: Run, stop: Stop, draft: Draft | None, now: datetime, writes: StepWrites,
-                 refused: dict[str, Any] | None = None) -> ReviewPacket:
+def packet_write(
+    *,
+    run: Run,
+    stop: Stop,
+    draft: Draft | None,
+    now: datetime,
+    writes: StepWrites,
+    refused: dict[str, Any] | None = None,
+) -> ReviewPacket:
     """The packet of a run ending now with `stop`; `draft` when it COMPLETED; `refused`, the
     proposal it ended on with the staff-only reason (engine.refusals), when it ended on one.
 
@@ -53,11 +61,21 @@ def packets_supersede_later(*, run: Run, now: datetime, writes: StepWrites) -> N
 
 def _attempts(run: Run) -> list[dict[str, Any]]:
     """The run's attempts in order, each with the evidence it produced."""
-    rows = ToolAttempt.objects.filter(run_id=run.pk).order_by("seq").values_list(
-        "seq", "tool", "args", "outcome", "call_id", "error", "evidence__number")
+    rows = (
+        ToolAttempt.objects.filter(run_id=run.pk)
+        .order_by("seq")
+        .values_list("seq", "tool", "args", "outcome", "call_id", "error", "evidence__number")
+    )
     return [
-        {"seq": seq, "tool": tool, "args": args, "outcome": outcome, "call_id": call_id or None,
-         "evidence": f"E{number}" if number is not None else None, "error": error or None}
+        {
+            "seq": seq,
+            "tool": tool,
+            "args": args,
+            "outcome": outcome,
+            "call_id": call_id or None,
+            "evidence": f"E{number}" if number is not None else None,
+            "error": error or None,
+        }
         for seq, tool, args, outcome, call_id, error, number in rows
     ]
 

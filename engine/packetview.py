@@ -7,6 +7,7 @@ each surface is a projection of it and computes nothing from the models itself, 
 What needs a query (evidence, reviews, approvals, the headline) is read when a surface first asks
 for it and kept: the webhook, written inside a run's last step, reads none of them.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence

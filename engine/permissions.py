@@ -1,4 +1,5 @@
 """Who may do what, checked: `require` refuses (403) in words that name the permission's role."""
+
 from __future__ import annotations
 
 from django.contrib.auth.models import User

@@ -5,6 +5,7 @@ the reason. That reason is for staff only and may say what the model must never
 learn ("J-99 does not exist", "J-77 belongs to another account"): it is written
 on the packet when the run ends, never into the model's context.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -57,13 +58,17 @@ def refusal_of_dispatch(*, tool: str, args: dict[str, Any], call_id: str, staff_
 def refusal_of_calls(calls: list[Any]) -> dict[str, Any]:
     """Several calls proposed in one reply: none of them was made."""
     return {
-        "tool": None, "args": None, "id": None, "calls": list(calls[:MAX_LISTED_CALLS]),
+        "tool": None,
+        "args": None,
+        "id": None,
+        "calls": list(calls[:MAX_LISTED_CALLS]),
         "reason": f"{len(calls)} calls were proposed in one reply; only one per reply is allowed, so none was made.",
     }
 
 
-def refusal_of_denial(*, tool: str, args: dict[str, Any], call_id: str, decided_by: str,
-                      reason: str = "") -> dict[str, Any]:
+def refusal_of_denial(
+    *, tool: str, args: dict[str, Any], call_id: str, decided_by: str, reason: str = ""
+) -> dict[str, Any]:
     """A call a supervisor denied while the run waited for approval, with the supervisor's reason."""
     who = decided_by or "A supervisor"
     said = f"{who} denied this call: {reason}" if reason else f"{who} denied this call."

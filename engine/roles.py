@@ -2,6 +2,7 @@
 
 `roles_setup` makes the groups match this table.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -17,29 +18,59 @@ INTEGRATIONS = "Integrations"  # machine clients: a help desk sending tickets an
 KNOWLEDGE_EDITORS = "Knowledge editors"
 
 _READ = [
-    "tickets.view_ticket", "tickets.view_evidence", "tickets.view_account", "tickets.view_customersession",
-    "tickets.view_document", "tickets.view_documentrevision", "tickets.view_job", "tickets.view_service",
+    "tickets.view_ticket",
+    "tickets.view_evidence",
+    "tickets.view_account",
+    "tickets.view_customersession",
+    "tickets.view_document",
+    "tickets.view_documentrevision",
+    "tickets.view_job",
+    "tickets.view_service",
     "tickets.view_incident",
-    "agentrun.view_run", "agentrun.view_reviewpacket", "agentrun.view_packetreview", "agentrun.view_approval",
+    "agentrun.view_run",
+    "agentrun.view_reviewpacket",
+    "agentrun.view_packetreview",
+    "agentrun.view_approval",
     "agentrun.view_evidencecheck",
 ]
 _OWN_TOKENS = ["agentrun.view_apitoken", "agentrun.add_apitoken", "agentrun.delete_apitoken"]
 _OWN_PREFERENCES = ["agentrun.view_staffpreference", "agentrun.change_staffpreference"]
 
 ROLES: dict[str, list[str]] = {
-    SUPPORT_STAFF: [*_READ, *_OWN_TOKENS, *_OWN_PREFERENCES, "tickets.add_ticket", "agentrun.start_investigation",
-                    "agentrun.review_packet"],
-    SUPERVISORS: [
-        *_READ, *_OWN_TOKENS, *_OWN_PREFERENCES, "tickets.add_ticket", "agentrun.start_investigation",
+    SUPPORT_STAFF: [
+        *_READ,
+        *_OWN_TOKENS,
+        *_OWN_PREFERENCES,
+        "tickets.add_ticket",
+        "agentrun.start_investigation",
         "agentrun.review_packet",
-        "agentrun.view_dashboard", "agentrun.answer_approval", "agentrun.cancel_run",
-        "agentrun.change_budget_defaults", "tickets.change_job",
-        "agentrun.view_webhookdelivery", "agentrun.view_webhookattempt",
-        "agentrun.view_evaluation", "agentrun.view_evaluationcase", "agentrun.add_evaluation",
-        "axes.view_accessattempt", "axes.delete_accessattempt",  # unlock a login: delete its access attempts
     ],
-    KNOWLEDGE_EDITORS: ["tickets.view_document", "tickets.add_document", "tickets.change_document",
-                        "tickets.view_documentrevision"],
+    SUPERVISORS: [
+        *_READ,
+        *_OWN_TOKENS,
+        *_OWN_PREFERENCES,
+        "tickets.add_ticket",
+        "agentrun.start_investigation",
+        "agentrun.review_packet",
+        "agentrun.view_dashboard",
+        "agentrun.answer_approval",
+        "agentrun.cancel_run",
+        "agentrun.change_budget_defaults",
+        "tickets.change_job",
+        "agentrun.view_webhookdelivery",
+        "agentrun.view_webhookattempt",
+        "agentrun.view_evaluation",
+        "agentrun.view_evaluationcase",
+        "agentrun.add_evaluation",
+        "axes.view_accessattempt",
+        "axes.delete_accessattempt",  # unlock a login: delete its access attempts
+    ],
+    KNOWLEDGE_EDITORS: [
+        "tickets.view_document",
+        "tickets.add_document",
+        "tickets.change_document",
+        "tickets.view_documentrevision",
+    ],
     INTEGRATIONS: ["tickets.add_ticket", "tickets.change_ticket", "tickets.add_document", "tickets.change_document"],
 }
 

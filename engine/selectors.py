@@ -1,4 +1,5 @@
 """Reads about runs: the context a model is shown, the report, the queue."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -43,8 +44,10 @@ def _shown(*, ticket_id: int, run_id: int):
     evidence, attempts, notes = context_rows(ticket_id=ticket_id, run_id=run_id, last_notes=5)
     return (
         tuple(EvidenceItem(f"E{number}", *rest) for number, *rest in evidence),
-        tuple(AttemptItem(tool, args, outcome, f"E{number}" if number is not None else "")
-              for tool, args, outcome, number in attempts),
+        tuple(
+            AttemptItem(tool, args, outcome, f"E{number}" if number is not None else "")
+            for tool, args, outcome, number in attempts
+        ),
         notes,
     )
 
@@ -69,8 +72,14 @@ def run_report(*, run_id: int, elapsed_seconds: float | None = None, name: str |
         "tool_attempts": run.tool_attempts,
         "validation_errors": run.validation_errors,
         "dispatched": [
-            {"tool": a.tool, "args": a.args, "outcome": a.outcome, "call_id": a.call_id or None,
-             "evidence": a.evidence.ref if a.evidence else None, "latency_ms": a.latency_ms}
+            {
+                "tool": a.tool,
+                "args": a.args,
+                "outcome": a.outcome,
+                "call_id": a.call_id or None,
+                "evidence": a.evidence.ref if a.evidence else None,
+                "latency_ms": a.latency_ms,
+            }
             for a in run.attempts.select_related("evidence").order_by("seq")
         ],
         "evidence": list(run.evidence_refs),
@@ -117,7 +126,8 @@ def queue_figures() -> QueueFigures:
     (only the queued rows are visited), pending approvals by their partial unique index.
     """
     queued = Run.objects.filter(status=Status.QUEUED, purpose=Run.Purpose.INVESTIGATION).aggregate(
-        n=Count("pk"), oldest=Min("created_at"))
+        n=Count("pk"), oldest=Min("created_at")
+    )
     oldest = queued["oldest"]
     age = max((timezone.now() - oldest).total_seconds(), 0.0) if oldest else 0.0
     waiting = Approval.objects.filter(state=Approval.State.PENDING, run__purpose=Run.Purpose.INVESTIGATION).count()

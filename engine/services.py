@@ -3,6 +3,7 @@
 The steps of a running run (and every counter write) are in engine.steps; handing a run
 to a worker is engine.tasks.enqueue_advance (services sit above the tasks, never below).
 """
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -63,7 +64,8 @@ def run_start(
         raise ConfigError("the replay model only plays scenario files (run_scenario); use 'rules' or a provider model")
     listed = sorted(set(require_approval) | set(settings.AGENT_REQUIRE_APPROVAL))
     budget = budget or default_budget(
-        model_name, approval_possible=session_may_need_approval(session=session, listed=listed))
+        model_name, approval_possible=session_may_need_approval(session=session, listed=listed)
+    )
     counters = resume_from or {}
     now = timezone.now()
     run = Run(
@@ -112,8 +114,9 @@ def run_cancel(*, run_id: int) -> Run:
         return run
 
 
-def approval_answer(*, run_id: int, grant: bool, decided_by: str, resume: bool = True, note: str = "",
-                    refuse_late: bool = False) -> Run:
+def approval_answer(
+    *, run_id: int, grant: bool, decided_by: str, resume: bool = True, note: str = "", refuse_late: bool = False
+) -> Run:
     """A supervisor's answer for the call the run waits on. After the deadline it changes nothing,
     and with `refuse_late` it is refused (RunError "approval_expired") with nothing written.
 
@@ -141,8 +144,9 @@ def approval_answer(*, run_id: int, grant: bool, decided_by: str, resume: bool =
         else:
             approval.state, approval.note = Approval.State.DENIED, note
             approval.save()
-            refused = refusal_of_denial(tool=approval.tool, args=approval.args, call_id=approval.call_id,
-                                        decided_by=decided_by, reason=note)
+            refused = refusal_of_denial(
+                tool=approval.tool, args=approval.args, call_id=approval.call_id, decided_by=decided_by, reason=note
+            )
             said = f"a supervisor denied the call: {note}" if note else "a supervisor denied the call"
             run_end(run=run, stop=Stop(Status.INVALID_OR_FORBIDDEN, Detail.APPROVAL_DENIED, said), refused=refused)
         return run

@@ -7,6 +7,7 @@ attempt's outcome, and a successful result becomes evidence. A run that ends
 gets everything still reserved charged, exactly one status and its packet.
 All of it runs inside a step's transaction, holding the run's row lock.
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,8 +35,9 @@ log = logging.getLogger("agentrun")
 # --- model requests -----------------------------------------------------------------
 
 
-def request_charge(*, run: Run, request: ModelRequest, input_tokens: int = 0, output_tokens: int = 0,
-                   whole_reservation: bool = False) -> None:
+def request_charge(
+    *, run: Run, request: ModelRequest, input_tokens: int = 0, output_tokens: int = 0, whole_reservation: bool = False
+) -> None:
     """Reconcile a request's reservation with what it is charged."""
     if whole_reservation:
         tokens, cost = request.reserved_tokens, request.reserved_cost_micros
@@ -70,8 +72,9 @@ def request_settle(*, run: Run, request: ModelRequest, result: OpResult, now: da
         request_charge(run=run, request=request, whole_reservation=True)
         request.outcome, request.error = ModelRequest.Outcome.ERROR, "the reply's reported usage is not a count"
         return Stop(Status.DEADLINE) if late else Stop(Status.MODEL_ERROR, Detail.ERROR, request.error)
-    request_charge(run=run, request=request, input_tokens=response.usage.input_tokens,
-                   output_tokens=response.usage.output_tokens)
+    request_charge(
+        run=run, request=request, input_tokens=response.usage.input_tokens, output_tokens=response.usage.output_tokens
+    )
     if late:
         request.outcome = ModelRequest.Outcome.DEADLINE
         return Stop(Status.DEADLINE, note="the reply came after the deadline")
@@ -84,8 +87,9 @@ def request_settle(*, run: Run, request: ModelRequest, result: OpResult, now: da
 def _request_failed(run: Run, request: ModelRequest, error: BaseException, late: bool) -> Stop:
     request.outcome = ModelRequest.Outcome.ERROR
     if isinstance(error, ModelError) and _is_count(error.usage.input_tokens) and _is_count(error.usage.output_tokens):
-        request_charge(run=run, request=request, input_tokens=error.usage.input_tokens,
-                       output_tokens=error.usage.output_tokens)
+        request_charge(
+            run=run, request=request, input_tokens=error.usage.input_tokens, output_tokens=error.usage.output_tokens
+        )
         request.error = storable(str(error))[:2000]
     else:  # nobody knows what was spent: the whole reservation stays charged
         request_charge(run=run, request=request, whole_reservation=True)
@@ -110,8 +114,9 @@ def requests_settle_unanswered(*, run: Run, outcome: str, now: datetime) -> None
         request_charge(run=run, request=request, whole_reservation=True)
         request.outcome, request.finished_at = outcome, now
         request.save()
-        metrics.model_request_settled(model=run.model_name, outcome=request.outcome, latency_ms=None,
-                                      purpose=run.purpose)
+        metrics.model_request_settled(
+            model=run.model_name, outcome=request.outcome, latency_ms=None, purpose=run.purpose
+        )
 
 
 # --- dispatches -------------------------------------------------------------------------
@@ -147,8 +152,14 @@ def _evidence_record(run: Run, attempt: ToolAttempt, result: ToolResult) -> None
     if truncated:
         text = text[:limit]
     evidence = evidence_record(
-        ticket_id=run.ticket_id, tool=attempt.tool, args=attempt.args, args_key=attempt.call_key,
-        content=text, source_ref=result.source_ref, truncated=truncated, run_id=run.pk,
+        ticket_id=run.ticket_id,
+        tool=attempt.tool,
+        args=attempt.args,
+        args_key=attempt.call_key,
+        content=text,
+        source_ref=result.source_ref,
+        truncated=truncated,
+        run_id=run.pk,
     )
     attempt.outcome, attempt.evidence, attempt.result_excerpt = ToolAttempt.Outcome.OK, evidence, text[:500]
     if evidence.ref not in run.evidence_refs:
@@ -160,10 +171,10 @@ def attempts_settle_interrupted(*, run: Run, now: datetime) -> None:
     for attempt in run.attempts.filter(outcome=ToolAttempt.Outcome.PENDING):
         attempt.outcome, attempt.finished_at = ToolAttempt.Outcome.INTERRUPTED, now
         attempt.save()
-        metrics.dispatch_settled(tool=attempt.tool, outcome=attempt.outcome, latency_ms=None,
-                                 purpose=run.purpose)
+        metrics.dispatch_settled(tool=attempt.tool, outcome=attempt.outcome, latency_ms=None, purpose=run.purpose)
         Observation.objects.create(
-            run=run, kind=Observation.Kind.INTERRUPTED,
+            run=run,
+            kind=Observation.Kind.INTERRUPTED,
             text=f"The {attempt.tool} call was interrupted and its result is unknown. It counts as the last call"
             " made: proposing it again next ends the run (no progress).",
         )
@@ -172,8 +183,15 @@ def attempts_settle_interrupted(*, run: Run, now: datetime) -> None:
 # --- ending --------------------------------------------------------------------------------
 
 
-def run_stop(*, run: Run, stop: Stop, now: datetime, writes: StepWrites, draft: Draft | None = None,
-             refused: dict[str, Any] | None = None) -> None:
+def run_stop(
+    *,
+    run: Run,
+    stop: Stop,
+    now: datetime,
+    writes: StepWrites,
+    draft: Draft | None = None,
+    refused: dict[str, Any] | None = None,
+) -> None:
     """End the locked run with exactly one status and write its review packet; whatever is still
     reserved was spent, as far as anyone knows. Always None: the step reserves nothing after it."""
     run.status, run.detail, run.stop_note, run.ended_at = stop.status, stop.detail or "", stop.note, now
@@ -181,10 +199,19 @@ def run_stop(*, run: Run, stop: Stop, now: datetime, writes: StepWrites, draft: 
     run.cost_used_micros += run.cost_reserved_micros
     run.tokens_reserved = run.cost_reserved_micros = 0
     run.pending_call = None
-    metrics.run_ended(status=stop.status, model=run.model_name, seconds=(now - run.created_at).total_seconds(),
-                      tokens=run.tokens_used, cost_micros=run.cost_used_micros, purpose=run.purpose)
+    metrics.run_ended(
+        status=stop.status,
+        model=run.model_name,
+        seconds=(now - run.created_at).total_seconds(),
+        tokens=run.tokens_used,
+        cost_micros=run.cost_used_micros,
+        purpose=run.purpose,
+    )
     packet_write(run=run, stop=stop, draft=draft, now=now, writes=writes, refused=refused)
     # Approvals still open when a run ends can no longer be used.
-    writes.update(Approval, {"run_id": run.pk, "state": [Approval.State.PENDING, Approval.State.GRANTED]},
-                  state=Approval.State.EXPIRED)
+    writes.update(
+        Approval,
+        {"run_id": run.pk, "state": [Approval.State.PENDING, Approval.State.GRANTED]},
+        state=Approval.State.EXPIRED,
+    )
     return None

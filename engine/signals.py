@@ -5,6 +5,7 @@ an engine.sql.StepWrites): a receiver's writes, held there, commit or roll back 
 and a receiver that raises fails the step as its own code would. integrations.apps connects the
 help desk's events.
 """
+
 from __future__ import annotations
 
 from django.dispatch import Signal

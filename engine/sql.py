@@ -7,6 +7,7 @@ Tables and columns are named from the models' `_meta`, and values come back
 through the fields' own converters and `Model.from_db`, as the ORM reads them.
 A step's writes (section 4) are the same statements on PostgreSQL and SQLite.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -69,7 +70,8 @@ def _locked_sql(lock: bool, ticket: bool) -> str:
         + (f", {_columns(Ticket, 't')}" if ticket else "")
         + f", {counts} FROM {_table(Run)} r JOIN {_table(CustomerSession)} s ON s.id = r.{_col(Run, 'session')}"
         + (f" JOIN {_table(Ticket)} t ON t.id = r.{_col(Run, 'ticket')}" if ticket else "")
-        + " WHERE r.id = %s" + (" FOR UPDATE OF r" if lock else "")
+        + " WHERE r.id = %s"
+        + (" FOR UPDATE OF r" if lock else "")
     )
 
 
@@ -140,9 +142,16 @@ def context_rows(*, ticket_id: int, run_id: int, last_notes: int = 5):
     evidence, attempts, notes = [], [], []
     for part, _, number, tool, args, text, source_ref, truncated in rows:
         if part == 0:
-            evidence.append(tuple(_converted(
-                Evidence, ("number", "tool", "args", "content", "source_ref", "truncated"),
-                (number, tool, args, text, source_ref, truncated), connection)))
+            evidence.append(
+                tuple(
+                    _converted(
+                        Evidence,
+                        ("number", "tool", "args", "content", "source_ref", "truncated"),
+                        (number, tool, args, text, source_ref, truncated),
+                        connection,
+                    )
+                )
+            )
         elif part == 1:
             (args,) = _converted(ToolAttempt, ("args",), (args,), connection)
             attempts.append((tool, args, text, number))
@@ -153,8 +162,11 @@ def context_rows(*, ticket_id: int, run_id: int, last_notes: int = 5):
 
 @cache
 def _context_sql(last_notes: int) -> str:
-    e, a, n = (lambda name: _col(Evidence, name)), (lambda name: _col(ToolAttempt, name)), (
-        lambda name: _col(Observation, name))
+    e, a, n = (
+        (lambda name: _col(Evidence, name)),
+        (lambda name: _col(ToolAttempt, name)),
+        (lambda name: _col(Observation, name)),
+    )
     return (
         f"SELECT 0, e.{e('number')}, e.{e('number')}, e.{e('tool')}, e.{e('args')}, e.{e('content')},"
         f" e.{e('source_ref')}, e.{e('truncated')} FROM {_table(Evidence)} e WHERE e.{e('ticket')} = %s"
@@ -220,15 +232,21 @@ class StepWrites:
         """`obj.save(update_fields=fields)`, held; nothing when `fields` is empty."""
         if fields:
             model = type(obj)
-            self.update(model, {"pk": obj.pk}, **{name: column_field(model, name).pre_save(obj, False) for name in fields})
+            self.update(
+                model, {"pk": obj.pk}, **{name: column_field(model, name).pre_save(obj, False) for name in fields}
+            )
 
     def update(self, model: type[models.Model], where: dict[str, Any], **values: Any) -> None:
         """`model.objects.filter(**where).update(**values)`, held: `where` compares plain columns,
         each with one value or, given a list, with any of its values (`__in`)."""
         shape = tuple((name, len(value) if isinstance(value, list) else None) for name, value in where.items())
-        keys = [(name, item) for name, value in where.items() for item in (value if isinstance(value, list) else [value])]
+        keys = [
+            (name, item) for name, value in where.items() for item in (value if isinstance(value, list) else [value])
+        ]
         connection = transaction.get_connection()
-        params = [column_field(model, name).get_db_prep_save(value, connection) for name, value in [*values.items(), *keys]]
+        params = [
+            column_field(model, name).get_db_prep_save(value, connection) for name, value in [*values.items(), *keys]
+        ]
         self.add_statement(_update_sql(model, tuple(values), shape), params)
 
     def add_statement(self, sql: str, params: Sequence[Any]) -> None:
@@ -296,10 +314,23 @@ def packets_supersede(*, run: Run, note: str, now, writes: StepWrites) -> None:
 
 @cache
 def _supersede_history_sql() -> str:
-    p, r, v = (lambda name: _col(ReviewPacket, name)), (lambda name: _col(Run, name)), (
-        lambda name: _col(PacketReview, name))
-    columns = ", ".join(v(name) for name in ("packet", "reviewer", "decision", "note", "created_at",
-                                              "acknowledged_changed_evidence", "changed_evidence"))
+    p, r, v = (
+        (lambda name: _col(ReviewPacket, name)),
+        (lambda name: _col(Run, name)),
+        (lambda name: _col(PacketReview, name)),
+    )
+    columns = ", ".join(
+        v(name)
+        for name in (
+            "packet",
+            "reviewer",
+            "decision",
+            "note",
+            "created_at",
+            "acknowledged_changed_evidence",
+            "changed_evidence",
+        )
+    )
     return (
         f"INSERT INTO {_table(PacketReview)} ({columns}) SELECT p.{p('id')}, NULL, %s, %s, %s, FALSE, '[]'"
         f" FROM {_table(ReviewPacket)} p, {_table(Run)} r WHERE p.{p('review_state')} = %s"
@@ -343,7 +374,7 @@ def _instance(model: type[M], row: Sequence[Any], connection) -> tuple[M, Sequen
     """An instance of `model` from the first of `row`'s values (all its columns, in order), and the rest."""
     fields = model._meta.concrete_fields
     values = _converted(model, tuple(f.name for f in fields), row[: len(fields)], connection)
-    return model.from_db(connection.alias, [f.attname for f in fields], values), row[len(fields):]
+    return model.from_db(connection.alias, [f.attname for f in fields], values), row[len(fields) :]
 
 
 def _converted(model: type[models.Model], names: tuple[str, ...], values: Sequence[Any], connection) -> list[Any]:

@@ -1,4 +1,5 @@
 """Run statuses and the value that ends a run. No status string is typed anywhere else."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

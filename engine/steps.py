@@ -18,6 +18,7 @@ from anyone but the lease holder, or for a stale version, is refused and
 recorded as a discarded late result. Ending runs from outside (the deadline, a
 dead worker) is the watchdog's (engine.watchdog).
 """
+
 from __future__ import annotations
 
 import logging
@@ -68,8 +69,16 @@ from tools.registry import TOOLS, ApprovalRequired
 log = logging.getLogger("agentrun")
 
 REQUEST_RESULT_FIELDS = [
-    "input_tokens", "output_tokens", "charged_tokens", "charged_cost_micros", "outcome", "proposal",
-    "validation_error", "error", "finished_at", "latency_ms",
+    "input_tokens",
+    "output_tokens",
+    "charged_tokens",
+    "charged_cost_micros",
+    "outcome",
+    "proposal",
+    "validation_error",
+    "error",
+    "finished_at",
+    "latency_ms",
 ]
 ATTEMPT_RESULT_FIELDS = ["outcome", "result_excerpt", "error", "evidence_id", "finished_at", "latency_ms"]
 
@@ -142,8 +151,8 @@ def run_record(*, run: Run, owner: str, op: Operation, result: OpResult, retry: 
 
 
 def _held_by_other(run: Run, owner: str, now: datetime) -> bool:
-    return bool(run.lease_owner) and run.lease_owner != owner and bool(
-        run.lease_expires_at and run.lease_expires_at > now
+    return (
+        bool(run.lease_owner) and run.lease_owner != owner and bool(run.lease_expires_at and run.lease_expires_at > now)
     )
 
 
@@ -152,7 +161,8 @@ def _discard_late_result(run: Run, op: Operation, owner: str) -> None:
     log.warning("run %s: a late result of a %s was discarded", run.pk, what)
     metrics.watchdog_acted(metrics.WatchdogAction.LATE_RESULT)
     Observation.objects.create(
-        run=run, kind=Observation.Kind.DISCARDED,
+        run=run,
+        kind=Observation.Kind.DISCARDED,
         text=f"A result of a {what} arrived after the run had moved on (worker {owner}); it was not used.",
     )
 
@@ -193,8 +203,15 @@ def _plan_request(run: Run, writes: StepWrites, now: datetime) -> Operation | No
         return None
     seq = run.tally.requests + 1
     run.tally = replace(run.tally, requests=seq)
-    writes.insert(ModelRequest(run_id=run.pk, seq=seq, reserved_tokens=budget.reserved_tokens_per_request,
-                             reserved_cost_micros=budget.reserved_cost_per_request, started_at=now))
+    writes.insert(
+        ModelRequest(
+            run_id=run.pk,
+            seq=seq,
+            reserved_tokens=budget.reserved_tokens_per_request,
+            reserved_cost_micros=budget.reserved_cost_per_request,
+            started_at=now,
+        )
+    )
     run.model_requests += 1
     run.tokens_reserved += budget.reserved_tokens_per_request
     run.cost_reserved_micros += budget.reserved_cost_per_request
@@ -202,12 +219,23 @@ def _plan_request(run: Run, writes: StepWrites, now: datetime) -> Operation | No
     return ModelOp(run.pk, seq, run.version + 1, shown)  # valid at the version this step commits
 
 
-def _reserve_attempt(run: Run, writes: StepWrites, call: NormalizedCall, now: datetime, *, retry_number: int = 0,
-                     approved: bool = False) -> DispatchOp:
+def _reserve_attempt(
+    run: Run, writes: StepWrites, call: NormalizedCall, now: datetime, *, retry_number: int = 0, approved: bool = False
+) -> DispatchOp:
     tally = run.tally
     seq = tally.attempts + 1
-    writes.insert(ToolAttempt(run_id=run.pk, seq=seq, call_id=call.call_id or "", tool=call.tool, args=call.args,
-                            call_key=call.key, retry_number=retry_number, started_at=now))
+    writes.insert(
+        ToolAttempt(
+            run_id=run.pk,
+            seq=seq,
+            call_id=call.call_id or "",
+            tool=call.tool,
+            args=call.args,
+            call_key=call.key,
+            retry_number=retry_number,
+            started_at=now,
+        )
+    )
     run.tally = tally.after_attempt(call.tool)
     run.tool_attempts += 1
     run.last_executed_key = call.key
@@ -219,9 +247,14 @@ def _reserve_attempt(run: Run, writes: StepWrites, call: NormalizedCall, now: da
 
 def _record_model(run: Run, writes: StepWrites, op: ModelOp, res: OpResult, now: datetime) -> Operation | None:
     budget = run.get_budget()
-    request = ModelRequest(run_id=run.pk, seq=op.seq, reserved_tokens=budget.reserved_tokens_per_request,
-                           reserved_cost_micros=budget.reserved_cost_per_request, finished_at=now,
-                           latency_ms=res.latency_ms)
+    request = ModelRequest(
+        run_id=run.pk,
+        seq=op.seq,
+        reserved_tokens=budget.reserved_tokens_per_request,
+        reserved_cost_micros=budget.reserved_cost_per_request,
+        finished_at=now,
+        latency_ms=res.latency_ms,
+    )
     stop = request_settle(run=run, request=request, result=res, now=now)
     if stop is None and run.cancel_requested:
         request.outcome = ModelRequest.Outcome.OK
@@ -231,10 +264,14 @@ def _record_model(run: Run, writes: StepWrites, op: ModelOp, res: OpResult, now:
         response = res.result.value
         proposal = Malformed(response.cut_short) if response.cut_short else parse_reply(response.payload)
         nxt = _decide(run, writes, request, proposal, now)
-    writes.update(ModelRequest, {"run_id": op.run_id, "seq": op.seq},
-                  **{name: getattr(request, name) for name in REQUEST_RESULT_FIELDS})
-    metrics.model_request_settled(model=run.model_name, outcome=request.outcome, latency_ms=request.latency_ms,
-                                   purpose=run.purpose)
+    writes.update(
+        ModelRequest,
+        {"run_id": op.run_id, "seq": op.seq},
+        **{name: getattr(request, name) for name in REQUEST_RESULT_FIELDS},
+    )
+    metrics.model_request_settled(
+        model=run.model_name, outcome=request.outcome, latency_ms=request.latency_ms, purpose=run.purpose
+    )
     if stop is not None:
         run_stop(run=run, stop=stop, now=now, writes=writes)
         return None
@@ -270,10 +307,14 @@ def _decide(run: Run, writes: StepWrites, request: ModelRequest, proposal, now: 
     assert_never(proposal)
 
 
-def _validation_error(run: Run, writes: StepWrites, request: ModelRequest, text: str, now: datetime) -> Operation | None:
+def _validation_error(
+    run: Run, writes: StepWrites, request: ModelRequest, text: str, now: datetime
+) -> Operation | None:
     request.validation_error = text[:2000]
     run.validation_errors += 1
-    Observation.objects.create(run=run, kind=Observation.Kind.VALIDATION_ERROR, text=f"Your last reply was not used: {text}"[:2000])
+    Observation.objects.create(
+        run=run, kind=Observation.Kind.VALIDATION_ERROR, text=f"Your last reply was not used: {text}"[:2000]
+    )
     return _plan_request(run, writes, now)
 
 
@@ -326,16 +367,20 @@ def _reuse_receipt(run: Run, call: NormalizedCall) -> None:
         run.evidence_refs = [*run.evidence_refs, ref]
     outcome = f"its result is {ref}" if ref else f"it ended {receipt.outcome}"
     Observation.objects.create(
-        run=run, kind=Observation.Kind.RECEIPT_REUSED, evidence_ref=ref,
+        run=run,
+        kind=Observation.Kind.RECEIPT_REUSED,
+        evidence_ref=ref,
         text=f"Call {call.call_id} was already made; {outcome}. It was not made again.",
     )
 
 
 def _await_approval(run: Run, writes: StepWrites, call: NormalizedCall) -> None:
-    reason = approval_reason(tool=call.tool, args=call.args, run_requires=run.require_approval,
-                             configured=settings.AGENT_REQUIRE_APPROVAL)
-    approval = Approval.objects.create(run=run, tool=call.tool, args=call.args, call_key=call.key,
-                                       call_id=call.call_id or "", reason=reason)
+    reason = approval_reason(
+        tool=call.tool, args=call.args, run_requires=run.require_approval, configured=settings.AGENT_REQUIRE_APPROVAL
+    )
+    approval = Approval.objects.create(
+        run=run, tool=call.tool, args=call.args, call_key=call.key, call_id=call.call_id or "", reason=reason
+    )
     run.status = Status.WAITING_APPROVAL
     run.pending_call = {"tool": call.tool, "args": call.args, "id": call.call_id}
     approval_notify_later(run=run, approval=approval, now=approval.requested_at, writes=writes)
@@ -367,14 +412,24 @@ def _resume_approved(run: Run, writes: StepWrites, now: datetime) -> Operation |
 
 
 def _record_dispatch(run: Run, writes: StepWrites, op: DispatchOp, res: OpResult, now: datetime) -> Operation | None:
-    attempt = ToolAttempt(run_id=run.pk, seq=op.seq, tool=op.tool, args=op.args, call_key=op.call.key,
-                          call_id=op.call.call_id or "", retry_number=op.retry_number, finished_at=now,
-                          latency_ms=res.latency_ms)
+    attempt = ToolAttempt(
+        run_id=run.pk,
+        seq=op.seq,
+        tool=op.tool,
+        args=op.args,
+        call_key=op.call.key,
+        call_id=op.call.call_id or "",
+        retry_number=op.retry_number,
+        finished_at=now,
+        latency_ms=res.latency_ms,
+    )
     attempt_settle(run=run, attempt=attempt, result=res)
-    writes.update(ToolAttempt, {"run_id": op.run_id, "seq": op.seq},
-                  **{name: getattr(attempt, name) for name in ATTEMPT_RESULT_FIELDS})
-    metrics.dispatch_settled(tool=op.tool, outcome=attempt.outcome, latency_ms=attempt.latency_ms,
-                             purpose=run.purpose)
+    writes.update(
+        ToolAttempt,
+        {"run_id": op.run_id, "seq": op.seq},
+        **{name: getattr(attempt, name) for name in ATTEMPT_RESULT_FIELDS},
+    )
+    metrics.dispatch_settled(tool=op.tool, outcome=attempt.outcome, latency_ms=attempt.latency_ms, purpose=run.purpose)
     outcome = res.result
     if run.time_left(now) <= 0 or (isinstance(outcome, TimedOut) and res.by_deadline):
         stop = Stop(Status.DEADLINE, note=f"the deadline passed during {op.tool}")
@@ -385,8 +440,9 @@ def _record_dispatch(run: Run, writes: StepWrites, op: DispatchOp, res: OpResult
     error = outcome.error if isinstance(outcome, Raised) else None
     if isinstance(error, Forbidden):
         stop = Stop(Status.INVALID_OR_FORBIDDEN, Detail.FORBIDDEN, "this session may not make this call")
-        refused = refusal_of_dispatch(tool=op.tool, args=op.args, call_id=attempt.call_id,
-                                      staff_reason=error.staff_reason)
+        refused = refusal_of_dispatch(
+            tool=op.tool, args=op.args, call_id=attempt.call_id, staff_reason=error.staff_reason
+        )
         run_stop(run=run, stop=stop, now=now, writes=writes, refused=refused)
         return None
     if isinstance(error, ApprovalRequired) and _may_wait_for_approval(run):
@@ -395,11 +451,11 @@ def _record_dispatch(run: Run, writes: StepWrites, op: DispatchOp, res: OpResult
     budget = run.get_budget()
     if attempt.outcome == ToolAttempt.Outcome.TRANSIENT_ERROR and not run.cancel_requested:
         if attempt.retry_number < budget.max_read_retries and tool_attempts_left(budget, run.usage()) > 0:
-            return _reserve_attempt(run, writes, op.call, now, retry_number=op.retry_number + 1,
-                                    approved=op.approved)
+            return _reserve_attempt(run, writes, op.call, now, retry_number=op.retry_number + 1, approved=op.approved)
     if attempt.outcome != ToolAttempt.Outcome.OK:
         Observation.objects.create(
-            run=run, kind=Observation.Kind.TOOL_FAILURE,
+            run=run,
+            kind=Observation.Kind.TOOL_FAILURE,
             text=f"{attempt.tool} {canonical_json(attempt.args)} ended {attempt.outcome}: {attempt.error or 'no answer in time'}",
         )
     return _plan_request(run, writes, now)

@@ -6,6 +6,7 @@ pass returns what to enqueue and its task enqueues it, and an approval's e-mail 
 its task's name. So the imports run one way: services -> tasks -> loop, watchdog, approvals.
 (A packet event's delivery is integrations.tasks.)
 """
+
 from __future__ import annotations
 
 import logging
@@ -51,6 +52,7 @@ def enqueue_advance(run_id: int) -> None:
     a run that exists, and the watchdog enqueues it again once the broker
     answers (after AGENT_QUEUED_GRACE_SECONDS).
     """
+
     def send() -> None:
         run = Run.objects.only("deadline_at").get(pk=run_id)
         # Whole seconds, as Celery takes a time limit: rounded up, never before the deadline and margin.
@@ -58,8 +60,12 @@ def enqueue_advance(run_id: int) -> None:
         try:
             advance_run.apply_async((run_id,), time_limit=limit)
         except BrokerUnavailable as exc:
-            log.error("run %s is saved but could not be enqueued, the broker did not answer (%s); the watchdog"
-                      " enqueues it again once it does", run_id, exc)
+            log.error(
+                "run %s is saved but could not be enqueued, the broker did not answer (%s); the watchdog"
+                " enqueues it again once it does",
+                run_id,
+                exc,
+            )
 
     transaction.on_commit(send)
 

@@ -1,4 +1,5 @@
 """Reads for the staff pages and the API: a run's timeline, its evidence with sources, its budget bars."""
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,7 @@ DETAIL_EXPLANATIONS: dict[str, str] = {
     Detail.BAD_ARGUMENTS: "The arguments did not fit the tool's schema.",
     Detail.CALL_ID_CONFLICT: "{actor} reused a call id for a different call.",
     Detail.FORBIDDEN: "{actor} proposed a lookup that was refused for this customer's session; nothing was"
-                      " dispatched for it.",
+    " dispatched for it.",
     Detail.APPROVAL_DENIED: "A supervisor denied the lookup the run was waiting on. Nothing was dispatched for it.",
     Detail.ERROR: "The model provider returned an error.",
     Detail.TIMEOUT: "The model took longer than the operation timeout.",
@@ -111,16 +112,36 @@ class Step:
 def run_timeline(*, run: Run) -> list[Step]:
     """Every model request and tool attempt of the run, in the order they started."""
     steps = [
-        Step(StepKind.MODEL_REQUEST, r.seq, r.started_at, r.finished_at, r.latency_ms, r.outcome,
-             r.proposal or r.validation_error[:120] or "", r.reserved_tokens, r.reserved_cost_micros,
-             r.input_tokens, r.output_tokens, r.charged_tokens, r.charged_cost_micros,
-             error=r.error or r.validation_error)
+        Step(
+            StepKind.MODEL_REQUEST,
+            r.seq,
+            r.started_at,
+            r.finished_at,
+            r.latency_ms,
+            r.outcome,
+            r.proposal or r.validation_error[:120] or "",
+            r.reserved_tokens,
+            r.reserved_cost_micros,
+            r.input_tokens,
+            r.output_tokens,
+            r.charged_tokens,
+            r.charged_cost_micros,
+            error=r.error or r.validation_error,
+        )
         for r in run.model_request_rows.all()
     ]
     steps += [
-        Step(StepKind.TOOL_ATTEMPT, a.seq, a.started_at, a.finished_at, a.latency_ms, a.outcome,
-             f"{a.tool} {json.dumps(a.args, sort_keys=True)}" + (f" (retry {a.retry_number})" if a.retry_number else ""),
-             evidence=a.evidence.ref if a.evidence else None, error=a.error)
+        Step(
+            StepKind.TOOL_ATTEMPT,
+            a.seq,
+            a.started_at,
+            a.finished_at,
+            a.latency_ms,
+            a.outcome,
+            f"{a.tool} {json.dumps(a.args, sort_keys=True)}" + (f" (retry {a.retry_number})" if a.retry_number else ""),
+            evidence=a.evidence.ref if a.evidence else None,
+            error=a.error,
+        )
         for a in run.attempts.select_related("evidence")
     ]
     order = {StepKind.MODEL_REQUEST: 0, StepKind.TOOL_ATTEMPT: 1}
@@ -134,9 +155,10 @@ if TYPE_CHECKING:
     # TextChoices below.
     SourceKind: TypeAlias = str
 else:
-    SourceKind = TextChoices("SourceKind", [
-        (kind.upper(), kind) for kind in dict.fromkeys([*(tool.view.kind for tool in TOOLS.values()), "other"])
-    ])
+    SourceKind = TextChoices(
+        "SourceKind",
+        [(kind.upper(), kind) for kind in dict.fromkeys([*(tool.view.kind for tool in TOOLS.values()), "other"])],
+    )
     SourceKind.__doc__ = "What an evidence item's source is, by the tool that read it."
 OTHER_TOOL = ResultView()  # a tool no longer in the table: its result shown as recorded
 
@@ -196,10 +218,20 @@ def evidence_view(e: Evidence, revision_urls: dict[tuple[str, str], str] | None 
     view, content = _view(e.tool), _content(e)
     documents = _documents(view, content, revision_urls or {})
     injection = next((d.injection for d in documents if d.injection), None) or (
-        None if view.cites_documents else suspected_injection(e.content))
-    return EvidenceView(ref=e.ref, tool=e.tool, args=e.args, source_kind=SourceKind(view.kind),
-                        source=view.source(e.source_ref), excerpt=_excerpt(view, e, content), truncated=e.truncated,
-                        captured_at=e.captured_at, documents=documents, injection_phrase=injection)
+        None if view.cites_documents else suspected_injection(e.content)
+    )
+    return EvidenceView(
+        ref=e.ref,
+        tool=e.tool,
+        args=e.args,
+        source_kind=SourceKind(view.kind),
+        source=view.source(e.source_ref),
+        excerpt=_excerpt(view, e, content),
+        truncated=e.truncated,
+        captured_at=e.captured_at,
+        documents=documents,
+        injection_phrase=injection,
+    )
 
 
 def _content(e: Evidence) -> dict[str, Any] | None:
@@ -210,12 +242,19 @@ def _content(e: Evidence) -> dict[str, Any] | None:
     return content if isinstance(content, dict) else None
 
 
-def _documents(view: ResultView, content: dict[str, Any] | None,
-               urls: dict[tuple[str, str], str]) -> tuple[DocumentView, ...]:
+def _documents(
+    view: ResultView, content: dict[str, Any] | None, urls: dict[tuple[str, str], str]
+) -> tuple[DocumentView, ...]:
     cited = view.documents(content) if content is not None and view.cites_documents else ()
     return tuple(
-        DocumentView(code=d.code, revision=d.revision, title=d.title, url=urls.get((d.code, d.revision), ""),
-                     excerpt=cut_excerpt(d.excerpt), injection=suspected_injection(d.excerpt))
+        DocumentView(
+            code=d.code,
+            revision=d.revision,
+            title=d.title,
+            url=urls.get((d.code, d.revision), ""),
+            excerpt=cut_excerpt(d.excerpt),
+            injection=suspected_injection(d.excerpt),
+        )
         for d in cited
     )
 
@@ -263,7 +302,7 @@ class Bar:
 
     @property
     def shown(self) -> str:
-        """"used of limit" in the unit a person reads: dollars for money."""
+        """ "used of limit" in the unit a person reads: dollars for money."""
         if self.unit == "micro-dollars":
             return f"{dollars(int(self.used))} of {dollars(int(self.limit))}"
         return f"{self.used:,g}{self.unit} of {self.limit:,g}{self.unit}"
@@ -294,6 +333,7 @@ def packet_of(run: Run) -> ReviewPacket | None:
 
 def spent_rows(budget_spent: dict[str, Any]) -> list[tuple[str, str]]:
     """A packet's budget spent, in the words and units a person reads (money in dollars)."""
+
     def pair(key: str) -> tuple[Any, Any]:
         value = budget_spent.get(key) or [0, 0]
         return value[0], value[1]

@@ -4,6 +4,7 @@ The operation runs in a daemon thread (reused once idle); the loop waits for
 it at most `timeout` seconds and moves on. A result that arrives later goes nowhere: it
 can never authorize another action.
 """
+
 from __future__ import annotations
 
 import contextvars

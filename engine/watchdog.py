@@ -14,6 +14,7 @@ A pass only writes: it returns the runs it handed back (`requeued`), and its
 caller, the `engine.watchdog` task, enqueues them (so this module needs
 nothing from the tasks or the services that sit above it).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -8,6 +8,7 @@ entry point (supportagent/wsgi.py, which `runserver` loads too), never by
 management commands or tests. Several processes may each run one: a pass
 locks each run it ends and skips a run another holds.
 """
+
 from __future__ import annotations
 
 import logging

@@ -3,6 +3,7 @@
 The loop's one hook (engine.loop.run_io) imports this module for a run marked
 `Run.Purpose.EVALUATION`; it imports only what it wraps, never the loop.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,9 @@ class RecordedDispatcher(Dispatcher):
         super().__init__()
         self.recorded = recorded
 
-    def dispatch(self, tool: str, scope: SessionScope, args: dict[str, Any], index: int,
-                 lookup: Lookup = UNBOUNDED) -> ToolResult:
+    def dispatch(
+        self, tool: str, scope: SessionScope, args: dict[str, Any], index: int, lookup: Lookup = UNBOUNDED
+    ) -> ToolResult:
         found = self.recorded.get(call_key(tool, args))
         if found is None:
             raise ToolError(NOT_RECORDED, transient=False)

@@ -12,6 +12,7 @@ real run never loads it.
 A case runs inline (`evaluation_run`) or on a worker (evaluation.tasks); either way
 through `case_run`, which is safe to call twice: a finished case is never run again.
 """
+
 from __future__ import annotations
 
 import time
@@ -50,18 +51,34 @@ def reviewed_runs(*, reviewed: str, since: datetime | None, limit: int | None) -
     ).order_by("created_at", "id")
     if since is not None:
         packets = packets.filter(created_at__gte=since)
-    runs = Run.objects.filter(pk__in=packets.values("run_id")).select_related("packet").order_by("packet__created_at", "pk")
+    runs = (
+        Run.objects.filter(pk__in=packets.values("run_id"))
+        .select_related("packet")
+        .order_by("packet__created_at", "pk")
+    )
     return list(runs[:limit] if limit else runs)
 
 
-def evaluation_create(*, candidate_model: str, reviewed: str = Evaluation.Reviewed.ACCEPTED,
-                      since: datetime | None = None, limit: int | None = None, live_tools: bool = False,
-                      model_script: list[Any] | None = None, created_by: str = "") -> Evaluation:
+def evaluation_create(
+    *,
+    candidate_model: str,
+    reviewed: str = Evaluation.Reviewed.ACCEPTED,
+    since: datetime | None = None,
+    limit: int | None = None,
+    live_tools: bool = False,
+    model_script: list[Any] | None = None,
+    created_by: str = "",
+) -> Evaluation:
     """An evaluation and one pending case per reviewed packet it covers."""
     with transaction.atomic():
         evaluation = Evaluation.objects.create(
-            candidate_model=candidate_model, reviewed=reviewed, since=since, limit=limit, live_tools=live_tools,
-            model_script=model_script, created_by=created_by,
+            candidate_model=candidate_model,
+            reviewed=reviewed,
+            since=since,
+            limit=limit,
+            live_tools=live_tools,
+            model_script=model_script,
+            created_by=created_by,
         )
         EvaluationCase.objects.bulk_create(
             EvaluationCase(evaluation=evaluation, original_run=run, original_review=run.packet.review_state)
@@ -93,9 +110,7 @@ def evaluation_run(evaluation: Evaluation, *, progress: Callable[[int, int], Non
 
 def evaluation_progress(evaluation: Evaluation) -> tuple[int, int]:
     """How many of the evaluation's cases are done, of how many."""
-    counts = evaluation.cases.aggregate(
-        total=Count("pk"), done=Count("pk", filter=Q(state=EvaluationCase.State.DONE))
-    )
+    counts = evaluation.cases.aggregate(total=Count("pk"), done=Count("pk", filter=Q(state=EvaluationCase.State.DONE)))
     return counts["done"], counts["total"]
 
 
@@ -138,13 +153,19 @@ def case_start(case: EvaluationCase) -> Run:
     original, evaluation = case.original_run, case.evaluation
     with transaction.atomic():
         ticket = Ticket.objects.create(
-            ref=f"{original.ticket.ref[:18]}~eval~{uuid.uuid4().hex[:8]}", account_id=original.ticket.account_id,
-            session_id=original.ticket.session_id, subject=original.subject, body=original.body,
+            ref=f"{original.ticket.ref[:18]}~eval~{uuid.uuid4().hex[:8]}",
+            account_id=original.ticket.account_id,
+            session_id=original.ticket.session_id,
+            subject=original.subject,
+            body=original.body,
             evaluation_copy=True,
         )
         run = run_start(
-            ticket=ticket, session=original.session, model_name=evaluation.candidate_model,
-            budget=Budget.from_mapping(original.budget), model_script=_script(evaluation),
+            ticket=ticket,
+            session=original.session,
+            model_name=evaluation.candidate_model,
+            budget=Budget.from_mapping(original.budget),
+            model_script=_script(evaluation),
             purpose=Run.Purpose.EVALUATION,
         )
         case.candidate_run = run
@@ -203,15 +224,17 @@ class CaseResult(models.TextChoices):
     PENDING = "pending", "pending"
 
 
-def case_result(*, done: bool, original_review: str, drafted: bool, original_drafted: bool,
-                overlap: float | None) -> CaseResult:
+def case_result(
+    *, done: bool, original_review: str, drafted: bool, original_drafted: bool, overlap: float | None
+) -> CaseResult:
     """Pure. Agreement is with an accepted packet; matching a rejected one is reported as such, never
     counted as agreement. A regression is an accepted packet's draft lost, or fewer of its sources cited."""
     if not done:
         return CaseResult.PENDING
     every_source = overlap is None or overlap >= 1.0
-    if original_review == ReviewPacket.ReviewState.ACCEPTED and ((original_drafted and not drafted)
-                                                               or not every_source):
+    if original_review == ReviewPacket.ReviewState.ACCEPTED and (
+        (original_drafted and not drafted) or not every_source
+    ):
         return CaseResult.REGRESSION
     if drafted == original_drafted and every_source:
         accepted = original_review == ReviewPacket.ReviewState.ACCEPTED
@@ -221,8 +244,13 @@ def case_result(*, done: bool, original_review: str, drafted: bool, original_dra
 
 def result_of(case: EvaluationCase) -> CaseResult:
     """The case's result from its stored figures (rows recorded before results were told apart read right too)."""
-    return case_result(done=case.state == EvaluationCase.State.DONE, original_review=case.original_review,
-                       drafted=case.drafted, original_drafted=case.original_drafted, overlap=case.overlap)
+    return case_result(
+        done=case.state == EvaluationCase.State.DONE,
+        original_review=case.original_review,
+        drafted=case.drafted,
+        original_drafted=case.original_drafted,
+        overlap=case.overlap,
+    )
 
 
 def case_figures(*, original: Run, candidate: Run) -> dict[str, Any]:
@@ -231,14 +259,26 @@ def case_figures(*, original: Run, candidate: Run) -> dict[str, Any]:
     drafted = ReviewPacket.objects.filter(run=candidate, summary__isnull=False).exists()
     original_drafted = original.packet.summary is not None
     overlap = round(len(set(accepted) & set(cited)) / len(accepted) if accepted else 1.0, 4)
-    result = case_result(done=True, original_review=original.packet.review_state, drafted=drafted,
-                         original_drafted=original_drafted, overlap=overlap)
+    result = case_result(
+        done=True,
+        original_review=original.packet.review_state,
+        drafted=drafted,
+        original_drafted=original_drafted,
+        overlap=overlap,
+    )
     ended = candidate.ended_at or timezone.now()
     return {
-        "status": candidate.status, "detail": candidate.detail, "drafted": drafted,
-        "original_drafted": original_drafted, "cited_sources": cited, "accepted_sources": accepted,
-        "overlap": overlap, "model_requests": candidate.model_requests, "tokens": candidate.tokens_used,
-        "cost_micros": candidate.cost_used_micros, "original_cost_micros": original.cost_used_micros,
+        "status": candidate.status,
+        "detail": candidate.detail,
+        "drafted": drafted,
+        "original_drafted": original_drafted,
+        "cited_sources": cited,
+        "accepted_sources": accepted,
+        "overlap": overlap,
+        "model_requests": candidate.model_requests,
+        "tokens": candidate.tokens_used,
+        "cost_micros": candidate.cost_used_micros,
+        "original_cost_micros": original.cost_used_micros,
         "wall_seconds": round((ended - candidate.created_at).total_seconds(), 3),
         "agreed": result == CaseResult.AGREED,
         "regression": result == CaseResult.REGRESSION,

@@ -4,6 +4,7 @@ Apart from engine.tasks because the cases run through evaluation.services, which
 through the services, which import engine.tasks: the imports run one way. Celery loads this
 module through CELERY_IMPORTS.
 """
+
 from __future__ import annotations
 
 from celery import current_app as celery_app

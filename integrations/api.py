@@ -1,4 +1,5 @@
 """/api/ endpoints that bring tickets in from a help desk (thin: checks, then tickets.services.ticket_intake)."""
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,13 @@ def _reply(data: TicketIn, requested_by) -> Reply:
         raise Refused(exc.code, exc.message, exc.status) from None
     ticket = result.ticket
     out: dict[str, Any] = {
-        "ref": ticket.ref, "source": ticket.source, "external_id": ticket.external_id, "account": data.account,
-        "session": data.session.ref, "subject": ticket.subject, "created": result.created,
+        "ref": ticket.ref,
+        "source": ticket.source,
+        "external_id": ticket.external_id,
+        "account": data.account,
+        "session": data.session.ref,
+        "subject": ticket.subject,
+        "created": result.created,
         "updated": list(result.updated),
     }
     return Reply(201 if result.created else 200, out)
@@ -58,12 +64,17 @@ def intake_ticket(request, payload: TicketIn):
 
 
 # The body is read (and checked against the signature) in the view; the docs show its shape, POST /tickets's.
-_BODY = {"requestBody": {"required": True,
-                         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/TicketIn"}}}}}
+_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/TicketIn"}}},
+    }
+}
 
 
-@router.post("/intake/zendesk", auth=None, response={200: TicketOut, 201: TicketOut, ERRORS: ErrorOut},
-             openapi_extra=_BODY)
+@router.post(
+    "/intake/zendesk", auth=None, response={200: TicketOut, 201: TicketOut, ERRORS: ErrorOut}, openapi_extra=_BODY
+)
 def intake_zendesk(request):
     """`POST /api/tickets` for a Zendesk webhook: no token, the request carries Zendesk's signature
     (`X-Zendesk-Webhook-Signature`, keyed with INTAKE_ZENDESK_SECRET) instead. Nothing is accepted
@@ -73,9 +84,13 @@ def intake_zendesk(request):
         # Never open: with no secret no request can prove it is Zendesk's (401, like a bad signature).
         raise Refused("intake_not_configured", "Zendesk intake is off: INTAKE_ZENDESK_SECRET is not set.", 401)
     body_size_check(request)
-    refusal = zendesk_refusal(secret=secret, timestamp=request.headers.get(TIMESTAMP_HEADER, ""),
-                              signature=request.headers.get(SIGNATURE_HEADER, ""), body=request.body,
-                              now=timezone.now())
+    refusal = zendesk_refusal(
+        secret=secret,
+        timestamp=request.headers.get(TIMESTAMP_HEADER, ""),
+        signature=request.headers.get(SIGNATURE_HEADER, ""),
+        body=request.body,
+        now=timezone.now(),
+    )
     if refusal is not None:
         raise Refused("bad_signature", f"Not a signed Zendesk request: {refusal}.", 401)
     data = _parse(request.body)

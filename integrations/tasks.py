@@ -1,4 +1,5 @@
 """The delivery of packet events: the one task whose retries are its job (trying the receiver again later)."""
+
 from __future__ import annotations
 
 from celery import shared_task

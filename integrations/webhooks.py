@@ -14,6 +14,7 @@ thread, so that the loop or the review never waits on the receiver; and
 that exited, a broker that was down). The help desk gets a note or a link;
 nothing goes to the customer.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -144,7 +145,9 @@ def packet_event_of(view: PacketView, *, review: PacketReview | None, now: datet
         ticket=EventTicket(ref=view.ticket_ref, source=view.ticket_source, external_id=view.ticket_external_id),
         run=EventRun(id=view.run_id, status=view.run_status, detail=view.detail, stop_reason=view.stop_explanation),
         packet=EventPacket(url=packet_admin_url(view.run_id), summary=view.summary),
-        review=EventReview(decision=review.decision, note=review.note, reviewed_at=review.created_at) if review else None,
+        review=EventReview(decision=review.decision, note=review.note, reviewed_at=review.created_at)
+        if review
+        else None,
     )
 
 
@@ -152,25 +155,44 @@ def approval_event(*, run: Run, approval: Approval, now: datetime) -> ApprovalEv
     """The event for `approval` (of `run`, with its ticket), just asked for."""
     ticket = run.ticket
     return ApprovalEvent(
-        id=uuid.uuid4(), type=EventType.APPROVAL_WAITING, created_at=now,
+        id=uuid.uuid4(),
+        type=EventType.APPROVAL_WAITING,
+        created_at=now,
         ticket=EventTicket(ref=ticket.ref, source=ticket.source, external_id=ticket.external_id),
-        run=EventWaitingRun(id=run.pk, status=run.status, deadline_at=run.deadline_at,
-                            url=settings.AGENT_SITE_URL + reverse("admin:agentrun_run_change", args=[run.pk])),
+        run=EventWaitingRun(
+            id=run.pk,
+            status=run.status,
+            deadline_at=run.deadline_at,
+            url=settings.AGENT_SITE_URL + reverse("admin:agentrun_run_change", args=[run.pk]),
+        ),
         approval=EventApproval(id=approval.pk, tool=approval.tool, args=approval.args, reason=approval.reason),
     )
 
 
-def packet_event_record(*, run: Run, packet: ReviewPacket, review: PacketReview | None = None,
-                        now: datetime, writes: StepWrites | None = None) -> None:
+def packet_event_record(
+    *,
+    run: Run,
+    packet: ReviewPacket,
+    review: PacketReview | None = None,
+    now: datetime,
+    writes: StepWrites | None = None,
+) -> None:
     """Record the event in the current transaction (held with a step's `writes`, if given) and send it after commit."""
     event_record(packet_event(run=run, packet=packet, review=review, now=now), run_id=run.pk, now=now, writes=writes)
 
 
-def event_record(event: PacketEvent | ApprovalEvent, *, run_id: int, now: datetime,
-                 writes: StepWrites | None = None) -> None:
+def event_record(
+    event: PacketEvent | ApprovalEvent, *, run_id: int, now: datetime, writes: StepWrites | None = None
+) -> None:
     """Record any event in the current transaction (held with a step's `writes`, if given) and send it after commit."""
-    delivery = WebhookDelivery(event_id=event.id, event_type=event.type, run_id=run_id,
-                               payload=event.model_dump(mode="json"), created_at=now, next_attempt_at=now)
+    delivery = WebhookDelivery(
+        event_id=event.id,
+        event_type=event.type,
+        run_id=run_id,
+        payload=event.model_dump(mode="json"),
+        created_at=now,
+        next_attempt_at=now,
+    )
     if writes is None:
         delivery.save(force_insert=True)
     else:
@@ -250,8 +272,9 @@ def _send(delivery: WebhookDelivery) -> Sent:
         "User-Agent": "supportagent-webhook/1",
         "X-Supportagent-Event": delivery.event_type,
         "X-Supportagent-Delivery": str(delivery.event_id),
-        SIGNATURE_HEADER: signature_header(secret=settings.AGENT_PACKET_WEBHOOK_SECRET,
-                                           timestamp=int(time.time()), body=body),
+        SIGNATURE_HEADER: signature_header(
+            secret=settings.AGENT_PACKET_WEBHOOK_SECRET, timestamp=int(time.time()), body=body
+        ),
     }
     started, clock = timezone.now(), time.monotonic()
     status, error = None, ""
@@ -266,8 +289,10 @@ def _send(delivery: WebhookDelivery) -> Sent:
 
 def _scrubbed(text: str) -> str:
     """An error as stored and logged: the secret and the URL (which may carry a token) left out."""
-    for secret, name in ((settings.AGENT_PACKET_WEBHOOK_SECRET, "[secret]"),
-                         (settings.AGENT_PACKET_WEBHOOK_URL, "[webhook URL]")):
+    for secret, name in (
+        (settings.AGENT_PACKET_WEBHOOK_SECRET, "[secret]"),
+        (settings.AGENT_PACKET_WEBHOOK_URL, "[webhook URL]"),
+    ):
         if secret:
             text = text.replace(secret, name)
     return text[:500]
@@ -275,26 +300,51 @@ def _scrubbed(text: str) -> str:
 
 def _record_attempt(delivery: WebhookDelivery, sent: Sent) -> float | None:
     number = delivery.attempt_count + 1
-    outcome = attempt_outcome(http_status=sent.http_status, number=number,
-                              max_attempts=settings.AGENT_PACKET_WEBHOOK_ATTEMPTS)
-    wait = retry_delay(number=number, base=settings.AGENT_PACKET_WEBHOOK_BACKOFF_SECONDS,
-                       cap=settings.AGENT_PACKET_WEBHOOK_BACKOFF_CAP_SECONDS) if outcome == Outcome.RETRY else None
+    outcome = attempt_outcome(
+        http_status=sent.http_status, number=number, max_attempts=settings.AGENT_PACKET_WEBHOOK_ATTEMPTS
+    )
+    wait = (
+        retry_delay(
+            number=number,
+            base=settings.AGENT_PACKET_WEBHOOK_BACKOFF_SECONDS,
+            cap=settings.AGENT_PACKET_WEBHOOK_BACKOFF_CAP_SECONDS,
+        )
+        if outcome == Outcome.RETRY
+        else None
+    )
     now = timezone.now()
-    status = {Outcome.DELIVERED: WebhookDelivery.Status.DELIVERED, Outcome.FAILED: WebhookDelivery.Status.FAILED,
-              Outcome.RETRY: WebhookDelivery.Status.PENDING}[outcome]
+    status = {
+        Outcome.DELIVERED: WebhookDelivery.Status.DELIVERED,
+        Outcome.FAILED: WebhookDelivery.Status.FAILED,
+        Outcome.RETRY: WebhookDelivery.Status.PENDING,
+    }[outcome]
     with transaction.atomic():
-        WebhookAttempt.objects.create(delivery=delivery, number=number, started_at=sent.started_at,
-                                      http_status=sent.http_status, error=sent.error,
-                                      latency_ms=sent.latency_ms, outcome=outcome)
+        WebhookAttempt.objects.create(
+            delivery=delivery,
+            number=number,
+            started_at=sent.started_at,
+            http_status=sent.http_status,
+            error=sent.error,
+            latency_ms=sent.latency_ms,
+            outcome=outcome,
+        )
         WebhookDelivery.objects.filter(pk=delivery.pk).update(
-            status=status, attempt_count=number, claimed_until=None,
+            status=status,
+            attempt_count=number,
+            claimed_until=None,
             next_attempt_at=now + timedelta(seconds=wait) if wait is not None else None,
             finished_at=None if wait is not None else now,
         )
     if outcome != Outcome.DELIVERED:
-        log.warning("packet webhook %s (%s): attempt %d %s (%s)%s", delivery.event_id, delivery.event_type, number,
-                    outcome.label, sent.error or f"HTTP {sent.http_status}",
-                    f"; next in {wait:g} s" if wait is not None else "")
+        log.warning(
+            "packet webhook %s (%s): attempt %d %s (%s)%s",
+            delivery.event_id,
+            delivery.event_type,
+            number,
+            outcome.label,
+            sent.error or f"HTTP {sent.http_status}",
+            f"; next in {wait:g} s" if wait is not None else "",
+        )
     return wait
 
 
@@ -313,8 +363,12 @@ def webhook_enqueue(event_id: str) -> None:
     try:
         celery_app.send_task(DELIVER_WEBHOOK_TASK, (event_id,))  # by name: integrations.tasks imports this module
     except BrokerUnavailable as exc:
-        log.error("packet webhook %s is saved but could not be enqueued, the broker did not answer (%s);"
-                  " manage.py deliver_webhooks sends it", event_id, exc)
+        log.error(
+            "packet webhook %s is saved but could not be enqueued, the broker did not answer (%s);"
+            " manage.py deliver_webhooks sends it",
+            event_id,
+            exc,
+        )
 
 
 _threads: set[threading.Thread] = set()
@@ -322,8 +376,9 @@ _threads_lock = threading.Lock()
 
 
 def _send_in_background(event_id: str) -> None:
-    thread = threading.Thread(target=_deliver_until_done, args=(event_id,), daemon=True,
-                              name=f"packet-webhook-{event_id[:8]}")
+    thread = threading.Thread(
+        target=_deliver_until_done, args=(event_id,), daemon=True, name=f"packet-webhook-{event_id[:8]}"
+    )
     with _threads_lock:
         _threads.add(thread)
     thread.start()
@@ -371,13 +426,11 @@ def webhooks_due(*, now: datetime | None = None) -> list[str]:
 # --- what the engine announces (engine.signals; connected in integrations.apps) --------
 
 
-def on_packet_written(sender, *, run: Run, packet: ReviewPacket, now: datetime, writes: StepWrites,
-                      **kwargs) -> None:
+def on_packet_written(sender, *, run: Run, packet: ReviewPacket, now: datetime, writes: StepWrites, **kwargs) -> None:
     if webhook_enabled():
         packet_event_record(run=run, packet=packet, now=now, writes=writes)
 
 
-def on_approval_asked(sender, *, run: Run, approval: Approval, now: datetime, writes: StepWrites,
-                      **kwargs) -> None:
+def on_approval_asked(sender, *, run: Run, approval: Approval, now: datetime, writes: StepWrites, **kwargs) -> None:
     if webhook_enabled():
         event_record(approval_event(run=run, approval=approval, now=now), run_id=run.pk, now=now, writes=writes)

@@ -5,6 +5,7 @@ Zendesk signs each webhook request with the webhook's signing secret:
 where the timestamp is the `X-Zendesk-Webhook-Signature-Timestamp` header's
 value (ISO 8601, e.g. 2026-12-06T03:47:00Z) and the body the raw request body.
 """
+
 from __future__ import annotations
 
 import base64

@@ -1,4 +1,5 @@
 """What every admin in the project shares."""
+
 from __future__ import annotations
 
 from axes.handlers.proxy import AxesProxyHandler

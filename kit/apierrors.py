@@ -1,4 +1,5 @@
 """The error body every JSON endpoint answers with: a machine code, a message for people, and field errors."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -6,6 +6,7 @@ reference from a help desk) could then compute, or link out, when opened. Such
 text is written with a leading single quote (OWASP's advice for CSV injection).
 Numbers the application computed are written as numbers, a negative one included.
 """
+
 from __future__ import annotations
 
 import csv

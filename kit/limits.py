@@ -1,5 +1,6 @@
 """The API's limit on request bodies, checked before a body is read (by the auth classes, and by
 operations that take no token)."""
+
 from __future__ import annotations
 
 from kit.refused import Refused

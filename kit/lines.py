@@ -2,6 +2,7 @@
 
 Only Django's ValidationError is imported (settings use it too: nothing here reads settings).
 """
+
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
@@ -29,5 +30,4 @@ def validate_single_line(value: str) -> None:
     """The model fields' validator (admin forms): the same rule as a Django ValidationError."""
     char = line_break_in(value)
     if char is not None:
-        raise ValidationError(f"Use one line: this text contains a line break (U+{ord(char):04X}).",
-                              code="single_line")
+        raise ValidationError(f"Use one line: this text contains a line break (U+{ord(char):04X}).", code="single_line")

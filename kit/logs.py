@@ -7,6 +7,7 @@ JsonFormatter writes a record as one JSON object, so that one run's lines can
 be found across machines. Messages are the app's own sentences: prompts, tool
 results and secrets are never put in them.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,7 +55,11 @@ class RunContextFilter(logging.Filter):
         context = RUN_CONTEXT.get()
         if context is not None:
             record.run_id, record.ticket, record.step, record.worker = (
-                context.run_id, context.ticket, context.step, context.worker)
+                context.run_id,
+                context.ticket,
+                context.step,
+                context.worker,
+            )
         return True
 
 

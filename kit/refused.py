@@ -1,4 +1,5 @@
 """The one error a refused request raises, whichever surface it came through."""
+
 from __future__ import annotations
 
 

@@ -5,6 +5,7 @@ A source is data. A document, a job record or a status page that speaks to "AI a
 says "ignore previous instructions" or carries a chat role marker is trying to steer
 whoever reads it; the reviewer should know before trusting the evidence it backs.
 """
+
 from __future__ import annotations
 
 import re
@@ -46,7 +47,7 @@ def suspected_injection(text: str) -> str | None:
     match = _INJECTION.search(folded)
     if match is None:
         return None
-    written = (text or "")[origin[match.start()]: origin[match.end() - 1] + 1]
+    written = (text or "")[origin[match.start()] : origin[match.end() - 1] + 1]
     return " ".join(written.split()).lstrip(".!?] ")  # a role marker's match starts at the sentence before
 
 

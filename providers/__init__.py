@@ -8,6 +8,7 @@ come from the SDKs' standard environment variables. `context` is what a model is
 Providers import tools, tickets and the kit, never the engine: a run is handed to
 `adapter_for_run` as anything with a model name and script (`ModelChoice`).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -29,10 +30,22 @@ class ModelChoice(Protocol):
     model_name: str
     model_script: dict[str, Any] | None
 
+
 __all__ = [
-    "BuiltInModel", "ModelAdapter", "ModelError", "ModelRequestSpec", "ModelResponse", "TokenUsage",
-    "ReplayAdapter", "RulesAdapter", "UnavailableAdapter", "PROVIDERS", "Provider",
-    "adapter_for_run", "model_problem", "endpoint_problem",
+    "BuiltInModel",
+    "ModelAdapter",
+    "ModelError",
+    "ModelRequestSpec",
+    "ModelResponse",
+    "TokenUsage",
+    "ReplayAdapter",
+    "RulesAdapter",
+    "UnavailableAdapter",
+    "PROVIDERS",
+    "Provider",
+    "adapter_for_run",
+    "model_problem",
+    "endpoint_problem",
 ]
 
 BUILT_IN = tuple(BuiltInModel.values)

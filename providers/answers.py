@@ -3,6 +3,7 @@
 The loop validates a reply's draft and handoff with these schemas (engine.decisions), and the
 provider adapters offer them to a model as the two decision functions (providers.tooldefs).
 """
+
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator

@@ -8,6 +8,7 @@ several is `multiple_calls` all the same. A reply the API stopped early (its
 `stop_reason` says it hit the output cap or the context window, or refused) is
 not used, whatever it holds.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -27,7 +28,9 @@ class AnthropicMessagesAdapter(ToolCallingAdapter):
     framing_allowance_bytes = 600
 
     def wire_tools(self) -> list[ToolParam]:
-        return [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tool_definitions()]
+        return [
+            {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tool_definitions()
+        ]
 
     def send(self, system: str, user: str, spec: ModelRequestSpec) -> WireReply:
         try:

@@ -1,4 +1,5 @@
 """The model interface: one method, `request`."""
+
 from __future__ import annotations
 
 import abc

@@ -16,6 +16,7 @@ It is derived from the context's `fence_key` (a secret per run, so the id is
 the same in each of a run's requests and cannot be guessed from outside), and
 derived again with the next counter while some text contains it.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -115,7 +116,10 @@ def _sections(ctx: Context) -> list[tuple[str, str | None]]:
     """The prompt after the system text: (our own text, the untrusted text shown in a block after it, or None)."""
     verified = "verified" if ctx.session_verified else "NOT verified"
     sections: list[tuple[str, str | None]] = [
-        (f"\nTicket {neutralize(ctx.ticket_ref)} (customer session {verified}):", f"Subject: {ctx.subject}\n{ctx.body}"),
+        (
+            f"\nTicket {neutralize(ctx.ticket_ref)} (customer session {verified}):",
+            f"Subject: {ctx.subject}\n{ctx.body}",
+        ),
         ("\nEvidence so far (cite by reference):" + ("" if ctx.evidence else "\n(none yet)"), None),
     ]
     for item in ctx.evidence:

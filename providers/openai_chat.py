@@ -22,6 +22,7 @@ A reply the endpoint stopped early (`finish_reason` `length`: cut at the
 output cap; `content_filter`) is not used, whatever it holds: a call cut off
 can still parse.
 """
+
 from __future__ import annotations
 
 import re

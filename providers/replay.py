@@ -1,4 +1,5 @@
 """The scenario model: replays a list of replies, one per request."""
+
 from __future__ import annotations
 
 import time

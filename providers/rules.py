@@ -9,6 +9,7 @@ It reads the ticket and the evidence it is shown, one decision a turn:
    with nothing to cite, hand off, saying what it looked up and found, and why that is not enough.
 It reports no token usage: it spends none.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,10 @@ SERVICE_WORDS = {
 }
 RULES_NOTE = "Prepared by the rule-based investigator (rules, not a language model)."
 NOTHING_TO_LOOK_UP = "The rules found nothing to look up in this ticket; a person should read it."
-WHY_HAND_OFF = ("The rules draft only from job records, documents that name the error code, and service status,"
-                " so a person should read the ticket.")
+WHY_HAND_OFF = (
+    "The rules draft only from job records, documents that name the error code, and service status,"
+    " so a person should read the ticket."
+)
 UNANSWERED = frozenset({"transient_error", "timeout"})  # a lookup whose service could not be reached in time
 
 
@@ -120,7 +123,7 @@ class Investigation:
         for job, doc_ref, doc in self.explained_failures():
             sentences.append(self._job_sentence(job))
             sentences.append(
-                f"{doc['id']} {doc['revision']} (\"{doc['title']}\") documents {job['error_code']} [{doc_ref}]:"
+                f'{doc["id"]} {doc["revision"]} ("{doc["title"]}") documents {job["error_code"]} [{doc_ref}]:'
                 f" {doc['excerpt'].strip()}"
             )
             cited += [job["ref"], doc_ref]
@@ -135,8 +138,11 @@ class Investigation:
             cited.append(item.ref)
         if not cited:
             return {"handoff": self.handoff_reason()}
-        questions += [f"{job_id} could not be looked up: the job status service could not be reached."
-                      " What does the job record say?" for job_id in self.unreached_jobs()]
+        questions += [
+            f"{job_id} could not be looked up: the job status service could not be reached."
+            " What does the job record say?"
+            for job_id in self.unreached_jobs()
+        ]
         if not self.ctx.session_verified and self.job_ids():
             questions.append(
                 f"The customer's session is not verified, so {', '.join(self.job_ids())} could not be looked up:"
@@ -166,8 +172,9 @@ class Investigation:
         said = []
         unreached = self.unreached_jobs()
         if unreached:
-            said.append(f"The job status service could not be reached, so {', '.join(unreached)} could not be"
-                        " looked up.")
+            said.append(
+                f"The job status service could not be reached, so {', '.join(unreached)} could not be looked up."
+            )
         for item in self.by_tool.get(DOCS, []):
             said.append(self._search_sentence(item))
         if not said:
@@ -184,10 +191,13 @@ class Investigation:
         found = ", ".join(f"{d.get('id')} {d.get('revision')} (“{d.get('title')}”)" for d in docs)
         naming = [str(d.get("id")) for d in docs if query.casefold() in json.dumps(d).casefold()]
         if not naming:
-            return (f"The documentation search for “{query}” [{item.ref}] found {found};"
-                    f" none of them mentions “{query}”.")
-        return (f"The documentation search for “{query}” [{item.ref}] found {found}; {', '.join(naming)} mentions"
-                f" “{query}”, but the rules explain an error only for a job record that shows it, and none did.")
+            return (
+                f"The documentation search for “{query}” [{item.ref}] found {found}; none of them mentions “{query}”."
+            )
+        return (
+            f"The documentation search for “{query}” [{item.ref}] found {found}; {', '.join(naming)} mentions"
+            f" “{query}”, but the rules explain an error only for a job record that shows it, and none did."
+        )
 
     @staticmethod
     def _job_sentence(job: dict[str, Any]) -> str:

@@ -13,6 +13,7 @@ minus `input_overhead_bytes()`, which counts everything else sent as input
 allowance for what the provider adds around them), all in UTF-8 bytes, a bound
 that never underestimates tokens.
 """
+
 from __future__ import annotations
 
 import abc
@@ -94,7 +95,7 @@ def json_text(value: Any) -> str:
 def split_prompt(prompt: str) -> tuple[str, str]:
     """(system text, user text). The context's standing instructions go in the system role, with ours."""
     if prompt.startswith(SYSTEM_TEXT):
-        rest = prompt[len(SYSTEM_TEXT):].lstrip("\n")
+        rest = prompt[len(SYSTEM_TEXT) :].lstrip("\n")
         return f"{SYSTEM_TEXT}\n\n{INSTRUCTIONS}", rest or EMPTY_USER_TEXT
     return INSTRUCTIONS, prompt or EMPTY_USER_TEXT
 
@@ -102,8 +103,12 @@ def split_prompt(prompt: str) -> tuple[str, str]:
 def framing_bytes(wire_tools: Sequence[Mapping[str, Any]], messages: int, allowance: int) -> int:
     """Input bytes besides the prompt: our instructions, the tools, message framing, the provider's allowance."""
     return (
-        utf8_len(INSTRUCTIONS) + 2 + utf8_len(EMPTY_USER_TEXT) + utf8_len(json_text(list(wire_tools)))
-        + messages * MESSAGE_FRAMING_BYTES + allowance
+        utf8_len(INSTRUCTIONS)
+        + 2
+        + utf8_len(EMPTY_USER_TEXT)
+        + utf8_len(json_text(list(wire_tools)))
+        + messages * MESSAGE_FRAMING_BYTES
+        + allowance
     )
 
 
@@ -237,8 +242,9 @@ class ToolCallingAdapter(ModelAdapter):
             raise ModelError(self.scrub(str(exc)), usage=exc.usage, timeout=exc.timeout) from None
         payload = reply_payload(reply.calls, reply.text)
         # A reply without usage is charged its bound: the input we sent, the whole output cap.
-        usage = reply.usage or TokenUsage(utf8_len(spec.context.prompt) + self.input_overhead_bytes(),
-                                          spec.max_output_tokens)
+        usage = reply.usage or TokenUsage(
+            utf8_len(spec.context.prompt) + self.input_overhead_bytes(), spec.max_output_tokens
+        )
         log_reply(self.name, spec.index, payload, usage, reply.cut_short)
         return ModelResponse(payload, usage, reply.cut_short)
 
@@ -251,7 +257,9 @@ class ToolCallingAdapter(ModelAdapter):
     def failure(self, status: int | None, body: Any, fallback: str) -> ModelError:
         """A provider's error response as a ModelError charging what it reported (0 if nothing)."""
         detail = error_message(body) or fallback
-        prefix = f"{self.provider.family} returned HTTP {status}" if status else f"{self.provider.family} request failed"
+        prefix = (
+            f"{self.provider.family} returned HTTP {status}" if status else f"{self.provider.family} request failed"
+        )
         reported = body.get("usage") if isinstance(body, Mapping) else None
         return ModelError(f"{prefix}: {detail}", usage=usage_from(reported))
 
@@ -289,11 +297,23 @@ def describe(payload: Any) -> str:
 def log_prompt(model: str, index: int, system: str, user: str) -> None:
     # The system text is ours and fixed (and names the delimiters itself): its size is enough.
     if logging_prompts():
-        log.info("%s request %d prompt (redacted; system text %d bytes):\n%s", model, index + 1, utf8_len(system),
-                 redact(user))
+        log.info(
+            "%s request %d prompt (redacted; system text %d bytes):\n%s",
+            model,
+            index + 1,
+            utf8_len(system),
+            redact(user),
+        )
 
 
 def log_reply(model: str, index: int, payload: Any, usage: TokenUsage, cut_short: str = "") -> None:
     if logging_prompts():
-        log.info("%s request %d reply (redacted): %s%s; usage %d in, %d out", model, index + 1, describe(payload),
-                 f" ({cut_short})" if cut_short else "", usage.input_tokens, usage.output_tokens)
+        log.info(
+            "%s request %d reply (redacted): %s%s; usage %d in, %d out",
+            model,
+            index + 1,
+            describe(payload),
+            f" ({cut_short})" if cut_short else "",
+            usage.input_tokens,
+            usage.output_tokens,
+        )

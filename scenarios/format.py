@@ -1,4 +1,5 @@
 """The scenario file format (CONFORMANCE §7): what a scenario says, checked as it is read."""
+
 from __future__ import annotations
 
 import json
@@ -77,8 +78,10 @@ class Scenario(BaseModel):
             raise ScenarioError(f"invalid scenario: not a JSON document ({exc})") from None
         where = _nul_at(data, "")
         if where is not None:
-            raise ScenarioError(f"invalid scenario: {where or 'the document'} contains a NUL character (\\u0000), "
-                                "which the run record cannot keep")
+            raise ScenarioError(
+                f"invalid scenario: {where or 'the document'} contains a NUL character (\\u0000), "
+                "which the run record cannot keep"
+            )
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
@@ -86,8 +89,10 @@ class Scenario(BaseModel):
 
     def faults_script(self) -> dict[str, list[dict[str, Any] | None]]:
         """The faults as the run record carries them to the dispatcher (what the file wrote, checked)."""
-        return {tool: [f.model_dump(exclude_defaults=True) if f else None for f in entries]
-                for tool, entries in self.faults.items()}
+        return {
+            tool: [f.model_dump(exclude_defaults=True) if f else None for f in entries]
+            for tool, entries in self.faults.items()
+        }
 
 
 def _nul_at(value: Any, path: str) -> str | None:

@@ -10,6 +10,7 @@ enqueued scenario, the worker tests) applies its faults all the same. This
 module imports only what it wraps, never the loop, so the hook closes no
 import cycle.
 """
+
 from __future__ import annotations
 
 import time
@@ -28,14 +29,16 @@ from tools.registry import TOOLS, Tool, ToolError, ToolResult
 class FaultyDispatcher(Dispatcher):
     """The production dispatcher, with a scenario's faults before each dispatch and its probe counting them."""
 
-    def __init__(self, faults: dict[str, list[Any]] | None = None, probe: str | None = None,
-                 tools: dict[str, Tool] = TOOLS):
+    def __init__(
+        self, faults: dict[str, list[Any]] | None = None, probe: str | None = None, tools: dict[str, Tool] = TOOLS
+    ):
         super().__init__(tools)
         self.faults = faults or {}
         self.probe = probe
 
-    def dispatch(self, tool: str, scope: SessionScope, args: dict[str, Any], index: int,
-                 lookup: Lookup = UNBOUNDED) -> ToolResult:
+    def dispatch(
+        self, tool: str, scope: SessionScope, args: dict[str, Any], index: int, lookup: Lookup = UNBOUNDED
+    ) -> ToolResult:
         probe_count(self.probe, "dispatch")
         started = time.monotonic()
         entries = self.faults.get(tool) or []

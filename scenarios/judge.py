@@ -5,6 +5,7 @@ judges its own corpus (tests/scenarios) from the repository alone; CI runs the
 published checker as well. Pure: a report (as `run_scenario` prints it, JSON
 values) in, the problems found out (none: the run ended as expected).
 """
+
 from __future__ import annotations
 
 import json
@@ -55,8 +56,11 @@ def dispatch_view(entries: Any) -> Any:
 def scenario_judge(expect: dict[str, Any], report: Report) -> list[str]:
     """What in `report` differs from `expect`; an empty list when the run ended as expected."""
     problems = [f"unknown expect key {key!r}" for key in expect if key not in KNOWN]
-    problems += [f"{key}: expected {json.dumps(expect[key])}, got {json.dumps(report.get(key))}"
-                 for key in EXACT if key in expect and report.get(key) != expect[key]]
+    problems += [
+        f"{key}: expected {json.dumps(expect[key])}, got {json.dumps(report.get(key))}"
+        for key in EXACT
+        if key in expect and report.get(key) != expect[key]
+    ]
     problems += _dispatched(expect, report) + _packet(expect, report)
     problems += [problem for key in NUMBERS if key in expect for problem in _number(key, expect[key], report)]
     return problems

@@ -4,6 +4,7 @@ Scenario runs may name a `probe` key prefix: every model request and every
 dispatch then increments a Redis counter, so tests of duplicate deliveries
 and racing workers can count operations at the backend itself.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache

@@ -5,6 +5,7 @@ production; only the model (a replay), the faults around dispatch, the Redis
 probe and the rewound clock differ, and those live in this package
 (scenarios.harness wraps the production dispatcher and model).
 """
+
 from __future__ import annotations
 
 import time
@@ -47,8 +48,11 @@ def fresh_ticket_copy(ref: str) -> Ticket:
     if original is None:
         raise ScenarioError(f"no ticket {ref!r} in the demo data")
     return Ticket.objects.create(
-        ref=f"{ref}~{uuid.uuid4().hex[:10]}", account=original.account, session=original.session,
-        subject=original.subject, body=original.body,
+        ref=f"{ref}~{uuid.uuid4().hex[:10]}",
+        account=original.account,
+        session=original.session,
+        subject=original.subject,
+        body=original.body,
     )
 
 
@@ -60,7 +64,9 @@ def run_scenario(scenario: Scenario) -> dict[str, Any]:
     for _ in range(MAX_APPROVAL_ROUNDS):
         if run.status != Status.WAITING_APPROVAL or scenario.approval == "none":
             break
-        approval_answer(run_id=run.pk, grant=scenario.approval == Approval.Answer.GRANT, decided_by="scenario", resume=False)
+        approval_answer(
+            run_id=run.pk, grant=scenario.approval == Approval.Answer.GRANT, decided_by="scenario", resume=False
+        )
         run = run_advance(run.pk)
     return run_report(run_id=run.pk, elapsed_seconds=time.monotonic() - began, name=scenario.name)
 
@@ -118,7 +124,9 @@ def _start_run(scenario: Scenario, session: CustomerSession, budget: Budget) -> 
         model_script={"model": scenario.model, "faults": scenario.faults_script(), "probe": scenario.probe},
         require_approval=scenario.require_approval,
         resume_from={
-            "model_requests": start.model_requests, "tool_attempts": start.tool_attempts,
-            "tokens_used": start.tokens_used, "cost_micros": start.cost_micros,
+            "model_requests": start.model_requests,
+            "tool_attempts": start.tool_attempts,
+            "tokens_used": start.tokens_used,
+            "cost_micros": start.cost_micros,
         },
     )

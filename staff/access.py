@@ -6,6 +6,7 @@ A run past its deadline is ended (engine.watchdog.run_expire, with its row
 lock and packet) before it is shown or acted on, so that a page never shows it
 waiting or running after its deadline, whether or not a watchdog runs.
 """
+
 from __future__ import annotations
 
 import logging
@@ -37,7 +38,6 @@ from tickets.services import PublishOutcome, document_publish
 log = logging.getLogger("agentrun")
 MAX_IDEMPOTENCY_KEY = 200
 MAX_DENIAL_NOTE = 2000
-
 
 
 # --- reads -------------------------------------------------------------------------
@@ -114,7 +114,9 @@ def do_investigate(*, user: User, ticket: Ticket, via: str, idempotency_key: str
     runs_expire_overdue(ticket_id=ticket.pk)  # a run past its deadline no longer holds the ticket
     active = ticket_active_run(ticket=ticket)
     if active is not None:
-        raise Refused("run_active", f"Run {active.pk} on {ticket.ref} is still {active.status}; wait for it to end.", 409)
+        raise Refused(
+            "run_active", f"Run {active.pk} on {ticket.ref} is still {active.status}; wait for it to end.", 409
+        )
     try:
         run = _start_requested(ticket=ticket, user=user, via=via, idempotency_key=idempotency_key)
     except IntegrityError:  # the same key, sent twice at once: the other request won
@@ -172,8 +174,7 @@ def may_cancel(user: User, run: Run) -> bool:
     if can(user, "agentrun.cancel_run"):
         return True
     request = getattr(run, "request", None)
-    return bool(user.is_authenticated and user.is_active and request is not None
-                and request.requested_by_id == user.pk)
+    return bool(user.is_authenticated and user.is_active and request is not None and request.requested_by_id == user.pk)
 
 
 def do_cancel(*, user: User, run_id: int) -> Run:
@@ -199,11 +200,13 @@ def do_answer_approval(*, user: User, run_id: int, grant: bool, note: str = "") 
     if run.status == Status.DEADLINE and run.approvals.filter(state=Approval.State.EXPIRED, decided_by="").exists():
         raise _approval_expired(run_id)
     if run.status != Status.WAITING_APPROVAL:
-        raise Refused("not_waiting", f"Run {run_id} is not waiting for an approval (it is {run.status}): "
-                      "there is nothing to answer.", 409)
+        raise Refused(
+            "not_waiting",
+            f"Run {run_id} is not waiting for an approval (it is {run.status}): there is nothing to answer.",
+            409,
+        )
     try:
-        run = approval_answer(run_id=run_id, grant=grant, decided_by=user.get_username(), note=note,
-                              refuse_late=True)
+        run = approval_answer(run_id=run_id, grant=grant, decided_by=user.get_username(), note=note, refuse_late=True)
     except RunError as exc:
         if exc.code == "approval_expired":  # the deadline passed meanwhile
             run_expire(run_id=run_id)
@@ -213,8 +216,12 @@ def do_answer_approval(*, user: User, run_id: int, grant: bool, note: str = "") 
 
 
 def _approval_expired(run_id: int) -> Refused:
-    return Refused("approval_expired", f"This approval has expired: run {run_id}'s deadline passed before it was "
-                   "answered. The answer was not recorded; the run ended at its deadline.", 409)
+    return Refused(
+        "approval_expired",
+        f"This approval has expired: run {run_id}'s deadline passed before it was "
+        "answered. The answer was not recorded; the run ended at its deadline.",
+        409,
+    )
 
 
 def do_packet_recheck(*, user: User, packet: ReviewPacket) -> list[ItemCheck]:
@@ -226,15 +233,27 @@ def do_packet_recheck(*, user: User, packet: ReviewPacket) -> list[ItemCheck]:
 _REVIEW_STATUS = {"not_found": 404, "evidence_changed": 409, "superseded": 409, "already_reviewed": 409}
 
 
-def do_review(*, user: User, packet_id: int, decision: str, note: str = "", acknowledge_changed_evidence: bool = False,
-              change_decision: bool = False) -> tuple[PacketReview, bool]:
+def do_review(
+    *,
+    user: User,
+    packet_id: int,
+    decision: str,
+    note: str = "",
+    acknowledge_changed_evidence: bool = False,
+    change_decision: bool = False,
+) -> tuple[PacketReview, bool]:
     """A user's review of a packet they may see (staff.reviews.packet_review); returns (review, created)."""
     require(user, "agentrun.review_packet")
     access_packet(user=user, packet_id=packet_id)
     try:
-        return packet_review(packet_id=packet_id, reviewer=user, decision=decision, note=note,
-                             acknowledge_changed_evidence=acknowledge_changed_evidence,
-                             change_decision=change_decision)
+        return packet_review(
+            packet_id=packet_id,
+            reviewer=user,
+            decision=decision,
+            note=note,
+            acknowledge_changed_evidence=acknowledge_changed_evidence,
+            change_decision=change_decision,
+        )
     except ReviewError as exc:
         # A review that does not fit (no note for a rejection) is a 422, like any body that does not fit; an
         # acceptance of changed evidence without saying so, or a new decision on a reviewed packet not marked as
@@ -263,17 +282,28 @@ def evaluation_models() -> list[tuple[str, str]]:
     return models
 
 
-def do_evaluation_start(*, user: User, candidate_model: str, reviewed: str, limit: int | None,
-                        since: datetime | None, live_tools: bool) -> Evaluation:
+def do_evaluation_start(
+    *, user: User, candidate_model: str, reviewed: str, limit: int | None, since: datetime | None, live_tools: bool
+) -> Evaluation:
     """Create an evaluation and run it as `manage.py evaluate` does: inline without a broker, on the workers
     with one. A broker that does not answer leaves the evaluation created, to be resumed."""
     require(user, "agentrun.add_evaluation")
     if candidate_model not in dict(evaluation_models()):
         raise Refused("bad_model", f"{candidate_model!r} cannot be evaluated from here.", 400)
-    evaluation = evaluation_create(candidate_model=candidate_model, reviewed=reviewed, since=since, limit=limit,
-                                   live_tools=live_tools, created_by=user.get_username())
+    evaluation = evaluation_create(
+        candidate_model=candidate_model,
+        reviewed=reviewed,
+        since=since,
+        limit=limit,
+        live_tools=live_tools,
+        created_by=user.get_username(),
+    )
     try:
         return evaluation_launch(evaluation)
     except BrokerUnavailable:
-        raise Refused("broker_unavailable", f"The broker did not answer; evaluation {evaluation.pk} was created"
-                      f" and can be sent again with manage.py evaluate --resume {evaluation.pk}.", 503) from None
+        raise Refused(
+            "broker_unavailable",
+            f"The broker did not answer; evaluation {evaluation.pk} was created"
+            f" and can be sent again with manage.py evaluate --resume {evaluation.pk}.",
+            503,
+        ) from None

@@ -1,4 +1,5 @@
 """/api/ endpoints for runs, packets and approvals. Each one goes through staff.access."""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime
@@ -187,8 +188,12 @@ class ReviewIn(StrictIn):
 
 class ApprovalIn(StrictIn):
     decision: Literal[tuple(Approval.Answer.values)]
-    reason: str = Field("", max_length=2000, pattern=SAFE_TEXT,
-                        description="Why the call is denied (optional); kept on the approval and shown in the packet.")
+    reason: str = Field(
+        "",
+        max_length=2000,
+        pattern=SAFE_TEXT,
+        description="Why the call is denied (optional); kept on the approval and shown in the packet.",
+    )
 
 
 class RunFilters(Schema):
@@ -198,8 +203,9 @@ class RunFilters(Schema):
     ticket: str | None = Field(None, pattern=REF)
     since: datetime | None = None
     until: datetime | None = None
-    purpose: Run.Purpose = Field(Run.Purpose.INVESTIGATION,
-                                 description="investigation (the default) or evaluation: a candidate model's runs")
+    purpose: Run.Purpose = Field(
+        Run.Purpose.INVESTIGATION, description="investigation (the default) or evaluation: a candidate model's runs"
+    )
     limit: int = Field(20, ge=1, le=100)
     offset: int = Field(0, ge=0, le=1_000_000)
 
@@ -222,13 +228,21 @@ def run_out(run: Run) -> dict[str, Any]:
     packet = packet_of(run)
     request = getattr(run, "request", None)  # RelatedObjectDoesNotExist is an AttributeError
     return {
-        "id": run.pk, "ticket": run.ticket.ref, "status": run.status, "detail": run.detail or None,
+        "id": run.pk,
+        "ticket": run.ticket.ref,
+        "status": run.status,
+        "detail": run.detail or None,
         "stop_explanation": stop_explanation(run.status, run.detail, run.stop_note, model_name=run.model_name),
         "model": run.model_name,
         "requested_by": request.requested_by.get_username() if request and request.requested_by else None,
-        "created_at": run.created_at, "deadline_at": run.deadline_at, "ended_at": run.ended_at,
-        "model_requests": run.model_requests, "tool_attempts": run.tool_attempts,
-        "tokens_used": run.tokens_used, "cost_micros": run.cost_used_micros, "budget": run.budget,
+        "created_at": run.created_at,
+        "deadline_at": run.deadline_at,
+        "ended_at": run.ended_at,
+        "model_requests": run.model_requests,
+        "tool_attempts": run.tool_attempts,
+        "tokens_used": run.tokens_used,
+        "cost_micros": run.cost_used_micros,
+        "budget": run.budget,
         "packet_id": packet.pk if packet else None,
     }
 
@@ -236,7 +250,8 @@ def run_out(run: Run) -> dict[str, Any]:
 def run_detail_out(run: Run) -> dict[str, Any]:
     return {
         **run_out(run),
-        "subject": run.subject, "body": run.body,  # the ticket's text as the run was shown it
+        "subject": run.subject,
+        "body": run.body,  # the ticket's text as the run was shown it
         "pending_call": run.pending_call,
         "approvals": approvals_out(run),
         "timeline": [s.as_dict() for s in run_timeline(run=run)],
@@ -253,29 +268,53 @@ def approvals_out(run: Run) -> list[dict[str, Any]]:
 
 def approval_out(shown: Waiting) -> dict[str, Any]:
     a = shown.approval
-    return {"id": a.pk, "tool": a.tool, "args": a.args, "state": shown.state_shown, "reason": a.reason,
-            "note": a.note, "requested_at": a.requested_at, "decided_by": a.decided_by, "decided_at": a.decided_at}
+    return {
+        "id": a.pk,
+        "tool": a.tool,
+        "args": a.args,
+        "state": shown.state_shown,
+        "reason": a.reason,
+        "note": a.note,
+        "requested_at": a.requested_at,
+        "decided_by": a.decided_by,
+        "decided_at": a.decided_at,
+    }
 
 
 def review_out(review: PacketReview) -> dict[str, Any]:
     reviewer = review.reviewer.get_username() if review.reviewer else None
-    return {"id": review.pk, "packet_id": review.packet_id, "reviewer": reviewer,
-            "decision": review.decision, "note": review.note,
-            "acknowledged_changed_evidence": review.acknowledged_changed_evidence,
-            "changed_evidence": review.changed_evidence, "created_at": review.created_at}
+    return {
+        "id": review.pk,
+        "packet_id": review.packet_id,
+        "reviewer": reviewer,
+        "decision": review.decision,
+        "note": review.note,
+        "acknowledged_changed_evidence": review.acknowledged_changed_evidence,
+        "changed_evidence": review.changed_evidence,
+        "created_at": review.created_at,
+    }
 
 
 def packet_out(view: PacketView) -> dict[str, Any]:
     """The packet as the API shows it: every field read from its PacketView (engine.packetview)."""
     return {
-        "id": view.id, "run_id": view.run_id, "ticket": view.ticket_ref,
-        "subject": view.subject, "body": view.body, "summary": view.summary,
+        "id": view.id,
+        "run_id": view.run_id,
+        "ticket": view.ticket_ref,
+        "subject": view.subject,
+        "body": view.body,
+        "summary": view.summary,
         "evidence": view.evidence,
-        "attempts": view.attempts, "open_questions": view.open_questions,
-        "stop_reason": view.stop_reason, "detail": view.detail or None,
+        "attempts": view.attempts,
+        "open_questions": view.open_questions,
+        "stop_reason": view.stop_reason,
+        "detail": view.detail or None,
         "stop_explanation": view.stop_explanation,
-        "refused": view.refused, "budget_spent": view.budget_spent, "review_state": view.review_state,
-        "reviews": [review_out(r) for r in view.reviews], "created_at": view.created_at,
+        "refused": view.refused,
+        "budget_spent": view.budget_spent,
+        "review_state": view.review_state,
+        "reviews": [review_out(r) for r in view.reviews],
+        "created_at": view.created_at,
         "evidence_checks": list(view.evidence_checks),
         "approvals": [approval_out(w) for w in view.approvals],
     }
@@ -312,7 +351,9 @@ def start_investigation(
 ):
     """Start an investigation of the ticket. A retry with the same `Idempotency-Key` returns the same run."""
     ticket = access_ticket(user=request.auth, ref=ref)
-    run, _created = do_investigate(user=request.auth, ticket=ticket, via=RunRequest.Via.API, idempotency_key=idempotency_key or "")
+    run, _created = do_investigate(
+        user=request.auth, ticket=ticket, via=RunRequest.Via.API, idempotency_key=idempotency_key or ""
+    )
     return Reply(202, run_out(access_run(user=request.auth, run_id=run.pk)))
 
 
@@ -322,8 +363,12 @@ def list_runs(request, filters: Query[RunFilters]):
     require(request.auth, "agentrun.view_run")
     runs = runs_filtered(filters)
     page = list(runs[filters.offset : filters.offset + filters.limit])
-    return {"items": [run_out(r) for r in page], "count": runs.count(), "limit": filters.limit,
-            "offset": filters.offset}
+    return {
+        "items": [run_out(r) for r in page],
+        "count": runs.count(),
+        "limit": filters.limit,
+        "offset": filters.offset,
+    }
 
 
 @router.get("/runs/{run_id}", response={200: RunDetailOut, ERRORS: ErrorOut})
@@ -342,7 +387,9 @@ def cancel_run(request, run_id: int = IdPath):
 @router.post("/runs/{run_id}/approval", response={200: RunOut, ERRORS: ErrorOut})
 def answer_approval(request, payload: ApprovalIn, run_id: int = IdPath):
     """Grant or deny the call a run waits on (supervisors). After the deadline it changes nothing."""
-    do_answer_approval(user=request.auth, run_id=run_id, grant=payload.decision == Approval.Answer.GRANT, note=payload.reason)
+    do_answer_approval(
+        user=request.auth, run_id=run_id, grant=payload.decision == Approval.Answer.GRANT, note=payload.reason
+    )
     return run_out(access_run(user=request.auth, run_id=run_id))
 
 
@@ -364,9 +411,14 @@ def review_packet(request, payload: ReviewIn, packet_id: int = IdPath):
     recorded; another decision is 409 `already_reviewed` unless `change_decision: true` with a note. Reviews are
     appended, never edited."""
     decision = PacketReview.Action(payload.decision).decision
-    review, created = do_review(user=request.auth, packet_id=packet_id, decision=decision, note=payload.note,
-                                acknowledge_changed_evidence=payload.acknowledge_changed_evidence,
-                                change_decision=payload.change_decision)
+    review, created = do_review(
+        user=request.auth,
+        packet_id=packet_id,
+        decision=decision,
+        note=payload.note,
+        acknowledge_changed_evidence=payload.acknowledge_changed_evidence,
+        change_decision=payload.change_decision,
+    )
     return Reply(201 if created else 200, review_out(PacketReview.objects.select_related("reviewer").get(pk=review.pk)))
 
 
@@ -385,6 +437,10 @@ def put_document(request, payload: DocumentText, code: str = Path(..., pattern=C
     """Publish a revision of document `code` (201 when the document is new). The same text, title and
     visibility again make no revision (`new_revision` false)."""
     outcome = do_document_publish(user=request.auth, code=code, text=payload)
-    out = {"code": outcome.code, "revision": outcome.revision, "change": outcome.change,
-           "new_revision": outcome.new_revision}
+    out = {
+        "code": outcome.code,
+        "revision": outcome.revision,
+        "change": outcome.change,
+        "new_revision": outcome.new_revision,
+    }
     return Reply(201 if outcome.change is Change.ADDED else 200, out)

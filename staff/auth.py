@@ -1,4 +1,5 @@
 """Per-user API tokens. A token is shown once; only its SHA-256 digest is stored."""
+
 from __future__ import annotations
 
 import hashlib

@@ -1,4 +1,5 @@
 """What every admin page shows a supervisor: the calls waiting for an answer."""
+
 from __future__ import annotations
 
 from django.utils import timezone

@@ -2,6 +2,7 @@
 
 Charts are drawn here as inline SVG (no scripts, no CDN); every chart's rows are also a CSV.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -96,8 +97,12 @@ class Outcome:
 TREND = (
     Outcome("Completed", "completed", (Status.COMPLETED,), "#417690"),
     Outcome("Handed to a person", "handed_to_a_person", (Status.NEEDS_HELP,), "#e0a526"),
-    Outcome("Other endings", "other_endings",
-            tuple(s for s in Status if s in TERMINAL and s not in {Status.COMPLETED, Status.NEEDS_HELP}), "#ba2121"),
+    Outcome(
+        "Other endings",
+        "other_endings",
+        tuple(s for s in Status if s in TERMINAL and s not in {Status.COMPLETED, Status.NEEDS_HELP}),
+        "#ba2121",
+    ),
     Outcome("Not ended yet", "not_ended", tuple(s for s in Status if s in ACTIVE), "#999999"),
 )
 
@@ -115,14 +120,16 @@ class TrendDay:
 def trend_days(per_run: list[tuple], period: Period) -> list[TrendDay]:
     """Runs per day (UTC, as the period is) and outcome; a day with no runs is a row of zeros."""
     counts = Counter((row[8].astimezone(UTC).date(), row[2]) for row in per_run)
-    return [TrendDay(day, tuple(sum(counts[(day, s.value)] for s in o.statuses) for o in TREND))
-            for day in period.days]
+    return [TrendDay(day, tuple(sum(counts[(day, s.value)] for s in o.statuses) for o in TREND)) for day in period.days]
 
 
 def runs_url(statuses, *, since: datetime, until: datetime) -> str:
     """The Runs changelist filtered to `statuses` created in [since, until)."""
-    query = {"status__in": ",".join(s.value if isinstance(s, Status) else s for s in statuses),
-             "created_at__gte": since.isoformat(), "created_at__lt": until.isoformat()}
+    query = {
+        "status__in": ",".join(s.value if isinstance(s, Status) else s for s in statuses),
+        "created_at__gte": since.isoformat(),
+        "created_at__lt": until.isoformat(),
+    }
     return f"{reverse('admin:agentrun_run_changelist')}?{urlencode(query)}"
 
 
@@ -174,17 +181,38 @@ class Outcomes:
         return n / self.total_runs if self.total_runs else 0.0
 
 
-PER_RUN_COLUMNS = ("run", "ticket", "status", "detail", "model_requests", "tool_attempts", "tokens", "cost_micros", "created_at")
+PER_RUN_COLUMNS = (
+    "run",
+    "ticket",
+    "status",
+    "detail",
+    "model_requests",
+    "tool_attempts",
+    "tokens",
+    "cost_micros",
+    "created_at",
+)
 
 
 def outcomes(*, period: Period) -> Outcomes:
     """Everything the dashboard shows for runs created in `period`."""
     out = Outcomes(period)
-    runs = Run.objects.filter(created_at__gte=period.since, created_at__lt=period.until,
-                              purpose=Run.Purpose.INVESTIGATION)
-    out.per_run = list(runs.order_by("created_at", "id").values_list(
-        "pk", "ticket__ref", "status", "detail", "model_requests", "tool_attempts", "tokens_used",
-        "cost_used_micros", "created_at"))
+    runs = Run.objects.filter(
+        created_at__gte=period.since, created_at__lt=period.until, purpose=Run.Purpose.INVESTIGATION
+    )
+    out.per_run = list(
+        runs.order_by("created_at", "id").values_list(
+            "pk",
+            "ticket__ref",
+            "status",
+            "detail",
+            "model_requests",
+            "tool_attempts",
+            "tokens_used",
+            "cost_used_micros",
+            "created_at",
+        )
+    )
     counts = Counter(row[2] for row in out.per_run)
     out.total_runs = len(out.per_run)
     out.by_stop_reason = [(s.value, counts[s.value]) for s in Status if counts[s.value]]
@@ -225,20 +253,30 @@ def _tool_rates(runs) -> list[ToolRate]:
     The tool a run ended on is the one its last model request proposed. Names not in the
     dispatch table are counted together as UNKNOWN_TOOL (a run once, however many it proposed).
     """
-    label = Case(*(When(proposal=f"call {t}", then=Value(t)) for t in TOOLS), default=Value(UNKNOWN_TOOL),
-                 output_field=CharField())
+    label = Case(
+        *(When(proposal=f"call {t}", then=Value(t)) for t in TOOLS),
+        default=Value(UNKNOWN_TOOL),
+        output_field=CharField(),
+    )
     proposing = dict(
         ModelRequest.objects.filter(run__in=runs.values("pk"), proposal__startswith="call ")
-        .annotate(tool=label).values_list("tool").annotate(n=Count("run", distinct=True)).order_by()
+        .annotate(tool=label)
+        .values_list("tool")
+        .annotate(n=Count("run", distinct=True))
+        .order_by()
     )
     last = ModelRequest.objects.filter(run=OuterRef("pk")).order_by("-seq").values("proposal")[:1]
-    ended_on = (runs.filter(status__in=[Status.NO_PROGRESS, Status.INVALID_OR_FORBIDDEN])
-                .annotate(last=Subquery(last)).values_list("status", "last"))
+    ended_on = (
+        runs.filter(status__in=[Status.NO_PROGRESS, Status.INVALID_OR_FORBIDDEN])
+        .annotate(last=Subquery(last))
+        .values_list("status", "last")
+    )
     ends = Counter((status, tool_label(p)) for status, p in ended_on if (p or "").startswith("call "))
     tools = sorted(set(proposing) | {t for _, t in ends}, key=lambda t: (t == UNKNOWN_TOOL, t))
     return [
-        ToolRate(t, proposing.get(t, 0), ends[(Status.NO_PROGRESS.value, t)],
-                 ends[(Status.INVALID_OR_FORBIDDEN.value, t)])
+        ToolRate(
+            t, proposing.get(t, 0), ends[(Status.NO_PROGRESS.value, t)], ends[(Status.INVALID_OR_FORBIDDEN.value, t)]
+        )
         for t in tools
     ]
 
@@ -256,11 +294,26 @@ def bar_chart(rows: list[tuple], *, title: str, max_value: float | None = None) 
         '<g><text x="{}" y="{}" text-anchor="end" font-size="12">{}</text>{}'
         '<text x="{}" y="{}" font-size="12">{}</text></g>',
         (
-            (label_w - 6, gap + i * (bar_h + gap) + 15, row[0],
-             _linked(format_html('<rect x="{}" y="{}" width="{}" height="{}" fill="#417690"><title>{}: {}</title></rect>',
-                                 label_w, gap + i * (bar_h + gap), _bar_len(row[1], top, width - label_w - 90), bar_h,
-                                 row[0], row[2]), row[3] if len(row) > 3 else None),
-             label_w + _bar_len(row[1], top, width - label_w - 90) + 6, gap + i * (bar_h + gap) + 15, row[2])
+            (
+                label_w - 6,
+                gap + i * (bar_h + gap) + 15,
+                row[0],
+                _linked(
+                    format_html(
+                        '<rect x="{}" y="{}" width="{}" height="{}" fill="#417690"><title>{}: {}</title></rect>',
+                        label_w,
+                        gap + i * (bar_h + gap),
+                        _bar_len(row[1], top, width - label_w - 90),
+                        bar_h,
+                        row[0],
+                        row[2],
+                    ),
+                    row[3] if len(row) > 3 else None,
+                ),
+                label_w + _bar_len(row[1], top, width - label_w - 90) + 6,
+                gap + i * (bar_h + gap) + 15,
+                row[2],
+            )
             for i, row in enumerate(rows)
         ),
     )
@@ -268,7 +321,14 @@ def bar_chart(rows: list[tuple], *, title: str, max_value: float | None = None) 
     return format_html(
         '<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{}" width="{}" height="{}" '
         'viewBox="0 0 {} {}" class="chart"><title>{}</title>{}{}</svg>',
-        title, width, height, width, height, title, bars, empty,
+        title,
+        width,
+        height,
+        width,
+        height,
+        title,
+        bars,
+        empty,
     )
 
 
@@ -282,26 +342,50 @@ def trend_chart(days: list[TrendDay], *, title: str) -> SafeString:
     room = width - left - 10
     step = room / max(len(days), 1)
     peak = max((d.total for d in days), default=0)
-    segments = format_html_join("", "{}", ((_trend_segments(d, left + i * step, step, peak, top_pad, plot_h),)
-                                          for i, d in enumerate(days)))
+    segments = format_html_join(
+        "", "{}", ((_trend_segments(d, left + i * step, step, peak, top_pad, plot_h),) for i, d in enumerate(days))
+    )
     base = top_pad + plot_h
     axis = format_html(
         '<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#666"/>'
         '<text x="{}" y="{}" font-size="12" text-anchor="end">{}</text>'
         '<text x="{}" y="{}" font-size="12" text-anchor="end">0</text>'
         '<text x="{}" y="{}" font-size="12">{}</text><text x="{}" y="{}" font-size="12" text-anchor="end">{}</text>',
-        left, base, width - 10, base, left - 4, top_pad + 12, peak, left - 4, base,
-        left, base + 16, days[0].day.isoformat() if days else "", width - 10, base + 16,
-        days[-1].day.isoformat() if days else "")
-    legend = format_html_join("", '<rect x="{}" y="{}" width="12" height="12" fill="{}"/>'
-                                  '<text x="{}" y="{}" font-size="12">{}</text>',
-                              ((left + i * 170, base + 26, o.colour, left + i * 170 + 16, base + 37, o.name)
-                               for i, o in enumerate(TREND)))
+        left,
+        base,
+        width - 10,
+        base,
+        left - 4,
+        top_pad + 12,
+        peak,
+        left - 4,
+        base,
+        left,
+        base + 16,
+        days[0].day.isoformat() if days else "",
+        width - 10,
+        base + 16,
+        days[-1].day.isoformat() if days else "",
+    )
+    legend = format_html_join(
+        "",
+        '<rect x="{}" y="{}" width="12" height="12" fill="{}"/><text x="{}" y="{}" font-size="12">{}</text>',
+        ((left + i * 170, base + 26, o.colour, left + i * 170 + 16, base + 37, o.name) for i, o in enumerate(TREND)),
+    )
     height = base + legend_h
     return format_html(
         '<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{}" width="{}" height="{}" '
         'viewBox="0 0 {} {}" class="chart"><title>{}</title>{}{}{}</svg>',
-        title, width, height, width, height, title, segments, axis, legend)
+        title,
+        width,
+        height,
+        width,
+        height,
+        title,
+        segments,
+        axis,
+        legend,
+    )
 
 
 def _trend_segments(day: TrendDay, x: float, step: float, peak: int, top_pad: int, plot_h: int) -> SafeString:
@@ -312,9 +396,17 @@ def _trend_segments(day: TrendDay, x: float, step: float, peak: int, top_pad: in
             continue
         h = plot_h * n / peak
         y -= h
-        rect = format_html('<rect x="{}" y="{}" width="{}" height="{}" fill="{}"><title>{}: {} {}</title></rect>',
-                           f"{x + step * 0.1:.2f}", f"{y:.2f}", f"{max(step * 0.8, 0.5):.2f}", f"{h:.2f}",
-                           outcome.colour, day.day.isoformat(), n, outcome.name.lower())
+        rect = format_html(
+            '<rect x="{}" y="{}" width="{}" height="{}" fill="{}"><title>{}: {} {}</title></rect>',
+            f"{x + step * 0.1:.2f}",
+            f"{y:.2f}",
+            f"{max(step * 0.8, 0.5):.2f}",
+            f"{h:.2f}",
+            outcome.colour,
+            day.day.isoformat(),
+            n,
+            outcome.name.lower(),
+        )
         shapes.append(_linked(rect, runs_url(outcome.statuses, since=since, until=since + timedelta(days=1))))
     return format_html_join("", "{}", ((shape,) for shape in shapes))
 
@@ -332,44 +424,93 @@ def charts(out: Outcomes) -> dict[str, SafeString]:
     return {
         Table.DAILY: trend_chart(out.daily, title=Table.DAILY.label),
         Table.STOP_REASONS: bar_chart(
-            [(stop_name(s), n, f"{n} ({percent(out.share(n))})", runs_url([s], since=since, until=until))
-             for s, n in out.by_stop_reason], title=Table.STOP_REASONS.label),
+            [
+                (stop_name(s), n, f"{n} ({percent(out.share(n))})", runs_url([s], since=since, until=until))
+                for s, n in out.by_stop_reason
+            ],
+            title=Table.STOP_REASONS.label,
+        ),
         Table.RATES: bar_chart(
-            [("Completion rate", out.completion_rate, percent(out.completion_rate)),
-             ("Acceptance rate", out.acceptance_rate, percent(out.acceptance_rate))],
-            title=Table.RATES.label, max_value=1),
+            [
+                ("Completion rate", out.completion_rate, percent(out.completion_rate)),
+                ("Acceptance rate", out.acceptance_rate, percent(out.acceptance_rate)),
+            ],
+            title=Table.RATES.label,
+            max_value=1,
+        ),
         Table.TOOL_RATES: bar_chart(
-            [row for t in out.tool_rates for row in (
-                (f"{t.tool} · {stop_name(Status.NO_PROGRESS)}", t.rate(t.no_progress), percent(t.rate(t.no_progress))),
-                (f"{t.tool} · {stop_name(Status.INVALID_OR_FORBIDDEN)}", t.rate(t.invalid_or_forbidden),
-                 percent(t.rate(t.invalid_or_forbidden))))],
-            title=Table.TOOL_RATES.label, max_value=1),
+            [
+                row
+                for t in out.tool_rates
+                for row in (
+                    (
+                        f"{t.tool} · {stop_name(Status.NO_PROGRESS)}",
+                        t.rate(t.no_progress),
+                        percent(t.rate(t.no_progress)),
+                    ),
+                    (
+                        f"{t.tool} · {stop_name(Status.INVALID_OR_FORBIDDEN)}",
+                        t.rate(t.invalid_or_forbidden),
+                        percent(t.rate(t.invalid_or_forbidden)),
+                    ),
+                )
+            ],
+            title=Table.TOOL_RATES.label,
+            max_value=1,
+        ),
     }
 
 
 def csv_rows(out: Outcomes, chart: str) -> list[tuple] | None:
     """The rows behind one chart or table, header first; None for an unknown name."""
     if chart == Table.DAILY:
-        return [("day", *(o.code for o in TREND), "runs"), *((d.day.isoformat(), *d.counts, d.total) for d in out.daily)]
+        return [
+            ("day", *(o.code for o in TREND), "runs"),
+            *((d.day.isoformat(), *d.counts, d.total) for d in out.daily),
+        ]
     if chart == Table.STOP_REASONS:
         return [("stop_reason", "runs", "share"), *((s, n, round(out.share(n), 4)) for s, n in out.by_stop_reason)]
     if chart == Table.RATES:
-        return [("measure", "numerator", "denominator", "rate"),
-                ("completion", out.completed, out.ended, round(out.completion_rate, 4)),
-                ("acceptance", out.accepted, out.reviewed, round(out.acceptance_rate, 4))]
+        return [
+            ("measure", "numerator", "denominator", "rate"),
+            ("completion", out.completed, out.ended, round(out.completion_rate, 4)),
+            ("acceptance", out.accepted, out.reviewed, round(out.acceptance_rate, 4)),
+        ]
     if chart == Table.TOOL_RATES:
-        return [("tool", "runs_proposing", "no_progress", "no_progress_rate", "invalid_or_forbidden",
-                 "invalid_or_forbidden_rate"),
-                *((t.tool, t.runs_proposing, t.no_progress, round(t.rate(t.no_progress), 4),
-                   t.invalid_or_forbidden, round(t.rate(t.invalid_or_forbidden), 4)) for t in out.tool_rates)]
+        return [
+            (
+                "tool",
+                "runs_proposing",
+                "no_progress",
+                "no_progress_rate",
+                "invalid_or_forbidden",
+                "invalid_or_forbidden_rate",
+            ),
+            *(
+                (
+                    t.tool,
+                    t.runs_proposing,
+                    t.no_progress,
+                    round(t.rate(t.no_progress), 4),
+                    t.invalid_or_forbidden,
+                    round(t.rate(t.invalid_or_forbidden), 4),
+                )
+                for t in out.tool_rates
+            ),
+        ]
     if chart == Table.MEDIANS:
         cpa = out.cost_per_accepted_micros
-        return [("measure", "value"), *out.medians.items(), ("total_cost_micros", out.total_cost_micros),
-                ("cost_per_accepted_packet_micros", round(cpa, 1) if cpa is not None else "")]
+        return [
+            ("measure", "value"),
+            *out.medians.items(),
+            ("total_cost_micros", out.total_cost_micros),
+            ("cost_per_accepted_packet_micros", round(cpa, 1) if cpa is not None else ""),
+        ]
     if chart == Table.REVIEW_TIMES:
-        return [("packets_reviewed", "median_seconds_to_first_review"),
-                (len(out.review_seconds), out.median_review_seconds if out.review_seconds else "")]
+        return [
+            ("packets_reviewed", "median_seconds_to_first_review"),
+            (len(out.review_seconds), out.median_review_seconds if out.review_seconds else ""),
+        ]
     if chart == Table.RUNS:
         return [PER_RUN_COLUMNS, *((*row[:8], row[8].isoformat()) for row in out.per_run)]
     return None
-

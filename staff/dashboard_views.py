@@ -1,4 +1,5 @@
 """The outcomes dashboard pages in the admin (supervisors only)."""
+
 from __future__ import annotations
 
 from django.contrib import admin, messages
@@ -51,8 +52,10 @@ def dashboard_view(request):
             ("Median tokens per run", out.medians.get("tokens", 0)),
             ("Median cost per run", dollars(round(out.medians.get("cost_micros", 0)))),
             ("Total cost", dollars(out.total_cost_micros)),
-            ("Cost per accepted packet",
-             dollars(round(out.cost_per_accepted_micros)) if out.cost_per_accepted_micros is not None else NONE_YET),
+            (
+                "Cost per accepted packet",
+                dollars(round(out.cost_per_accepted_micros)) if out.cost_per_accepted_micros is not None else NONE_YET,
+            ),
         ],
         "review_median": out.median_review_seconds,
         "query": query,
@@ -61,10 +64,13 @@ def dashboard_view(request):
         "backlog": packets_pending().aggregate(count=Count("id"), oldest=Min("created_at")),
         "no_progress": stop_name(Status.NO_PROGRESS),
         "invalid": stop_name(Status.INVALID_OR_FORBIDDEN),
-        "tool_rows": [(t, percent(t.rate(t.no_progress)), percent(t.rate(t.invalid_or_forbidden)))
-                      for t in out.tool_rates],
-        "stop_rows": [(runs_url([s], since=period.since, until=period.until), stop_name(s), n, percent(out.share(n)))
-                      for s, n in out.by_stop_reason],
+        "tool_rows": [
+            (t, percent(t.rate(t.no_progress)), percent(t.rate(t.invalid_or_forbidden))) for t in out.tool_rates
+        ],
+        "stop_rows": [
+            (runs_url([s], since=period.since, until=period.until), stop_name(s), n, percent(out.share(n)))
+            for s, n in out.by_stop_reason
+        ],
     }
     return TemplateResponse(request, "admin/agentrun/outcomes.html", context)
 

@@ -1,4 +1,5 @@
 """Staff pages show times in the viewer's own time zone (their StaffPreference, else TIME_ZONE)."""
+
 from __future__ import annotations
 
 from django.utils import timezone

@@ -4,6 +4,7 @@ The access_* and do_* functions of staff.access raise Refused; a view lets it go
 it into the answer the page gives: a refusal page titled for what happened, or (a button's view) the
 refusal's message on the page the button is on.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable

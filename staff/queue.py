@@ -1,4 +1,5 @@
 """The review queue's reads: pending packets in order (oldest first), and where to go next."""
+
 from __future__ import annotations
 
 from django.db.models import Q, QuerySet
@@ -7,8 +8,9 @@ from engine.models import ReviewPacket, Run
 
 
 def packets_pending() -> QuerySet[ReviewPacket]:
-    return ReviewPacket.objects.filter(review_state=ReviewPacket.ReviewState.PENDING,
-                                       run__purpose=Run.Purpose.INVESTIGATION).order_by("created_at", "id")
+    return ReviewPacket.objects.filter(
+        review_state=ReviewPacket.ReviewState.PENDING, run__purpose=Run.Purpose.INVESTIGATION
+    ).order_by("created_at", "id")
 
 
 def _after(packet: ReviewPacket) -> Q:
@@ -31,5 +33,7 @@ def packet_previous_pending(*, packet: ReviewPacket) -> int | None:
 
 def packet_to_review_after(*, packet: ReviewPacket) -> int | None:
     """Where a reviewer goes once `packet` is reviewed: the next pending packet, else the oldest one left."""
-    return packet_next_pending(packet=packet) or packets_pending().exclude(pk=packet.pk).values_list(
-        "pk", flat=True).first()
+    return (
+        packet_next_pending(packet=packet)
+        or packets_pending().exclude(pk=packet.pk).values_list("pk", flat=True).first()
+    )

@@ -11,6 +11,7 @@ acceptance never goes by it (packet_recheck_now reads every item again). Every
 check that ran is stored (EvidenceCheck, append-only); a reused one is not
 stored again.
 """
+
 from __future__ import annotations
 
 import json
@@ -51,17 +52,22 @@ class ItemCheck:
     def as_dict(self, links: dict[str, str]) -> dict[str, Any]:
         c = self.comparison
         return {
-            "ref": self.ref, "result": c.outcome.value, "label": c.outcome.label, "reason": c.reason,
+            "ref": self.ref,
+            "result": c.outcome.value,
+            "label": c.outcome.label,
+            "reason": c.reason,
             "differences": [{**d.as_dict(), "link": links.get(d.document or "")} for d in c.differences],
-            "checked_at": self.checked_at, "reused": self.reused,
+            "checked_at": self.checked_at,
+            "reused": self.reused,
         }
 
 
 # --- reading one item again --------------------------------------------------------------
 
 
-def evidence_reread(*, evidence: Evidence, run: Run, session: CustomerSession, approved: set[str],
-                    timeout: float) -> Comparison:
+def evidence_reread(
+    *, evidence: Evidence, run: Run, session: CustomerSession, approved: set[str], timeout: float
+) -> Comparison:
     """`evidence` as its source reads now, compared with what was recorded. Reads nothing it may not."""
     if evidence.truncated:
         return Comparison.unchecked("the recorded result was cut short, so there is nothing whole to compare")
@@ -137,33 +143,49 @@ def _checks_run(*, packet: ReviewPacket, items: Sequence[Evidence], user: User |
     approved = _approved_calls(run) if session.verified else set()
     checks = []
     for e in items:
-        comparison = evidence_reread(evidence=e, run=run, session=session, approved=approved,
-                                     timeout=deadline - time.monotonic())
+        comparison = evidence_reread(
+            evidence=e, run=run, session=session, approved=approved, timeout=deadline - time.monotonic()
+        )
         checks.append(ItemCheck(e.ref, e.pk, comparison, timezone.now()))
     _store(packet=packet, checks=checks, user=user)
     return checks
 
 
 def _store(*, packet: ReviewPacket, checks: list[ItemCheck], user: User | None) -> None:
-    EvidenceCheck.objects.bulk_create([
-        EvidenceCheck(evidence_id=c.evidence_id, packet=packet, checked_at=c.checked_at,
-                      checked_by=user if user and user.is_authenticated else None, result=c.comparison.outcome,
-                      differences=[d.as_dict() for d in c.comparison.differences], reason=c.comparison.reason)
-        for c in checks
-    ])
-    cache.set_many({_key(c.evidence_id): _cached(c) for c in checks if not c.comparison.transient},
-                   timeout=settings.AGENT_RECHECK_REUSE_SECONDS)
+    EvidenceCheck.objects.bulk_create(
+        [
+            EvidenceCheck(
+                evidence_id=c.evidence_id,
+                packet=packet,
+                checked_at=c.checked_at,
+                checked_by=user if user and user.is_authenticated else None,
+                result=c.comparison.outcome,
+                differences=[d.as_dict() for d in c.comparison.differences],
+                reason=c.comparison.reason,
+            )
+            for c in checks
+        ]
+    )
+    cache.set_many(
+        {_key(c.evidence_id): _cached(c) for c in checks if not c.comparison.transient},
+        timeout=settings.AGENT_RECHECK_REUSE_SECONDS,
+    )
 
 
 def _cached(check: ItemCheck) -> dict[str, Any]:
     c = check.comparison
-    return {"outcome": c.outcome.value, "differences": [d.as_dict() for d in c.differences], "reason": c.reason,
-            "checked_at": check.checked_at.isoformat()}
+    return {
+        "outcome": c.outcome.value,
+        "differences": [d.as_dict() for d in c.differences],
+        "reason": c.reason,
+        "checked_at": check.checked_at.isoformat(),
+    }
 
 
 def _from_cache(evidence: Evidence, value: dict[str, Any]) -> ItemCheck:
-    comparison = Comparison(Outcome(value["outcome"]), tuple(Difference.from_dict(d) for d in value["differences"]),
-                            value["reason"])
+    comparison = Comparison(
+        Outcome(value["outcome"]), tuple(Difference.from_dict(d) for d in value["differences"]), value["reason"]
+    )
     return ItemCheck(evidence.ref, evidence.pk, comparison, datetime.fromisoformat(value["checked_at"]), reused=True)
 
 
@@ -227,16 +249,22 @@ class ItemChanges:
 def evidence_changes(checks: Sequence[ItemCheck]) -> dict[str, ItemChanges]:
     """{ref: what changed} for the checked items an accepting reviewer must acknowledge."""
     shown = [c for c in checks if needs_acknowledgement(c.comparison.outcome)]
-    wanted = [f"{d.document}@{rev}" for c in shown for d in c.comparison.differences if d.document
-              for rev in (d.old, d.new)]
+    wanted = [
+        f"{d.document}@{rev}" for c in shown for d in c.comparison.differences if d.document for rev in (d.old, d.new)
+    ]
     urls = revision_urls(wanted)
 
     def link(d: Difference, rev: str) -> str:
         return urls.get((d.document, rev), "") if d.document else ""
 
     return {
-        c.ref: ItemChanges(c.ref, c.comparison.outcome.value, c.comparison.outcome.label, c.comparison.reason,
-                           tuple(ChangeShown(d.field, d.old, d.new, link(d, d.old), link(d, d.new))
-                                 for d in c.comparison.differences), c.checked_at)
+        c.ref: ItemChanges(
+            c.ref,
+            c.comparison.outcome.value,
+            c.comparison.outcome.label,
+            c.comparison.reason,
+            tuple(ChangeShown(d.field, d.old, d.new, link(d, d.old), link(d, d.new)) for d in c.comparison.differences),
+            c.checked_at,
+        )
         for c in shown
     }

@@ -7,6 +7,7 @@ same decision sent again (a double click, a retried request) adds nothing.
 `ReviewPacket.review_state` mirrors the latest review's decision so the queue can
 sort on it; it is written only here, in the same transaction as the review.
 """
+
 from __future__ import annotations
 
 from django.contrib.auth.models import User
@@ -25,9 +26,15 @@ class ReviewError(Exception):
         self.code = code
 
 
-def packet_review(*, packet_id: int, reviewer: User, decision: str, note: str = "",
-                  acknowledge_changed_evidence: bool = False,
-                  change_decision: bool = False) -> tuple[PacketReview, bool]:
+def packet_review(
+    *,
+    packet_id: int,
+    reviewer: User,
+    decision: str,
+    note: str = "",
+    acknowledge_changed_evidence: bool = False,
+    change_decision: bool = False,
+) -> tuple[PacketReview, bool]:
     """Record `reviewer`'s decision on a packet; returns (review, created). A rejection needs a note saying why;
     a superseded packet is not reviewed (its ticket's newer packet is).
 
@@ -56,16 +63,23 @@ def packet_review(*, packet_id: int, reviewer: User, decision: str, note: str = 
         return earlier, False
     changed = _changed_evidence(packet, reviewer) if decision == PacketReview.Decision.ACCEPTED else []
     if changed and not acknowledge_changed_evidence:
-        raise ReviewError("evidence_changed", f"Evidence {', '.join(changed)} changed or is gone since the packet was "
-                          "written: acknowledge the changed evidence to accept the packet.")
+        raise ReviewError(
+            "evidence_changed",
+            f"Evidence {', '.join(changed)} changed or is gone since the packet was "
+            "written: acknowledge the changed evidence to accept the packet.",
+        )
     with transaction.atomic():
         packet = ReviewPacket.objects.select_for_update().get(pk=packet_id)
         earlier = _earlier_decision(packet, reviewer=reviewer, decision=decision, note=note, change=change_decision)
         if earlier is not None:  # the same submit, sent twice at once: the other one recorded it
             return earlier, False
         review = PacketReview.objects.create(
-            packet=packet, reviewer=reviewer, decision=decision, note=note,
-            acknowledged_changed_evidence=bool(changed) and acknowledge_changed_evidence, changed_evidence=changed,
+            packet=packet,
+            reviewer=reviewer,
+            decision=decision,
+            note=note,
+            acknowledged_changed_evidence=bool(changed) and acknowledge_changed_evidence,
+            changed_evidence=changed,
         )
         ReviewPacket.objects.filter(pk=packet.pk).update(review_state=decision)
         if webhook_enabled():
@@ -89,17 +103,21 @@ def packet_decision(*, packet: ReviewPacket) -> PacketReview | None:
     """The review whose decision the packet stands on: its latest staff review (None while pending)."""
     if packet.review_state not in (ReviewPacket.ReviewState.ACCEPTED, ReviewPacket.ReviewState.REJECTED):
         return None
-    return (packet.reviews.filter(reviewer__isnull=False).select_related("reviewer")
-            .order_by("-created_at", "-id").first())
+    return (
+        packet.reviews.filter(reviewer__isnull=False).select_related("reviewer").order_by("-created_at", "-id").first()
+    )
 
 
-def _earlier_decision(packet: ReviewPacket, *, reviewer: User, decision: str, note: str,
-                      change: bool) -> PacketReview | None:
+def _earlier_decision(
+    packet: ReviewPacket, *, reviewer: User, decision: str, note: str, change: bool
+) -> PacketReview | None:
     """The review to answer with instead of a new one (the identical decision), None to record a new one, or
     a ReviewError: a superseded packet, or a reviewed one whose decision is not changed on purpose."""
     if packet.review_state == ReviewPacket.ReviewState.SUPERSEDED:
-        raise ReviewError("superseded", f"Packet {packet.pk} was superseded by a newer investigation of its "
-                          "ticket; review the newer packet.")
+        raise ReviewError(
+            "superseded",
+            f"Packet {packet.pk} was superseded by a newer investigation of its ticket; review the newer packet.",
+        )
     latest = packet_decision(packet=packet)
     if latest is None:
         return None
@@ -107,8 +125,11 @@ def _earlier_decision(packet: ReviewPacket, *, reviewer: User, decision: str, no
         return latest
     who = latest.reviewer.get_username() if latest.reviewer else "the system"
     if not change:
-        raise ReviewError("already_reviewed", f"Packet {packet.pk} is already {latest.decision} (by {who}). To "
-                          "change the decision, say so (change decision) and give a note saying why.")
+        raise ReviewError(
+            "already_reviewed",
+            f"Packet {packet.pk} is already {latest.decision} (by {who}). To "
+            "change the decision, say so (change decision) and give a note saying why.",
+        )
     if not note:
         raise ReviewError("note_required", "Say why the decision changes: a note is required.")
     return None

@@ -2,6 +2,7 @@
 
 The top of the house: it may import every package, and none imports it.
 """
+
 from supportagent.celery import app as celery_app
 
 __all__ = ("celery_app",)

@@ -1,4 +1,5 @@
 """The JSON API: one NinjaAPI, one router per app, every error a JSON body with a code and a message."""
+
 from __future__ import annotations
 
 import functools
@@ -43,8 +44,12 @@ class Session(SessionAuth):
             return super().__call__(request)
         except HttpError as exc:
             if exc.status_code == 403:
-                raise Refused("forbidden", "The CSRF check failed: send the X-CSRFToken header with the "
-                              "csrftoken cookie's value, or use an API token.", 403) from exc
+                raise Refused(
+                    "forbidden",
+                    "The CSRF check failed: send the X-CSRFToken header with the "
+                    "csrftoken cookie's value, or use an API token.",
+                    403,
+                ) from exc
             raise
 
 
@@ -119,8 +124,9 @@ def _json_not_allowed(view):
 
 
 def method_not_allowed(request, allowed: str) -> JsonResponse:
-    response = JsonResponse({"code": "method_not_allowed",
-                             "message": f"{request.method} is not allowed here; use {allowed}."}, status=405)
+    response = JsonResponse(
+        {"code": "method_not_allowed", "message": f"{request.method} is not allowed here; use {allowed}."}, status=405
+    )
     response["Allow"] = allowed
     return response
 
@@ -146,10 +152,15 @@ def api_index(request, *args, **kwargs):
         for method in methods
         if method in {"get", "post", "put", "patch", "delete"}
     )
-    return JsonResponse({"name": api.title, "docs": reverse("api:openapi-view"),
-                         "openapi": reverse("api:openapi-json"),
-                         "auth": "Authorization: Bearer <token> (manage.py create_api_token USER), "
-                                 "or the admin's session", "operations": operations})
+    return JsonResponse(
+        {
+            "name": api.title,
+            "docs": reverse("api:openapi-view"),
+            "openapi": reverse("api:openapi-json"),
+            "auth": "Authorization: Bearer <token> (manage.py create_api_token USER), or the admin's session",
+            "operations": operations,
+        }
+    )
 
 
 @csrf_exempt  # no route, nothing to protect: a JSON 404 for every method, not Django's HTML CSRF page

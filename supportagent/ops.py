@@ -5,6 +5,7 @@ header or redirects to HTTPS: load balancers and Prometheus reach a process by
 its own address, over plain HTTP. No login; nothing sensitive in a body (a
 failed check is named, never its error, which may hold a host or a user).
 """
+
 from __future__ import annotations
 
 import hmac
@@ -41,8 +42,9 @@ def database_answers() -> None:
 
 
 def broker_answers() -> None:
-    client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_connect_timeout=CHECK_SECONDS,
-                                  socket_timeout=CHECK_SECONDS)
+    client = redis.Redis.from_url(
+        settings.CELERY_BROKER_URL, socket_connect_timeout=CHECK_SECONDS, socket_timeout=CHECK_SECONDS
+    )
     try:
         client.ping()
     finally:
@@ -101,8 +103,13 @@ def readyz(request: HttpRequest) -> HttpResponse:
 
 def metrics(request: HttpRequest) -> HttpResponse:
     if not metrics_allowed(request):
-        return JsonResponse({"code": "forbidden", "message": "Metrics are served to the allowed addresses,"
-                             " or with the metrics bearer token."}, status=403)
+        return JsonResponse(
+            {
+                "code": "forbidden",
+                "message": "Metrics are served to the allowed addresses, or with the metrics bearer token.",
+            },
+            status=403,
+        )
     return HttpResponse(exposition(queue=True), content_type=CONTENT_TYPE_LATEST)
 
 

@@ -4,6 +4,7 @@ With no environment set the app runs on a SQLite file and executes
 investigations inline. `DATABASE_URL` (PostgreSQL) and `CELERY_BROKER_URL`
 (Redis) switch to the production shape. Bad values raise ImproperlyConfigured.
 """
+
 import ipaddress
 import math
 import os
@@ -35,7 +36,9 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {raw!r}")
 
 
-def env_int(name: str, default: int, *, minimum: int = 1, maximum: int | None = None, what: str = "a whole number") -> int:
+def env_int(
+    name: str, default: int, *, minimum: int = 1, maximum: int | None = None, what: str = "a whole number"
+) -> int:
     """A whole number from `minimum` to `maximum`; `what` names it in the error."""
     raw = env_str(name)
     try:
@@ -77,7 +80,7 @@ def env_seconds(name: str, default: int) -> int:
 def repetitive(key: str) -> bool:
     """Whether `key` repeats itself: fewer than three quarters of its three-character runs are distinct.
     A random key repeats almost none (a 64-digit hex key neither); `"abcde" * 10` has 5 of 48."""
-    runs = [key[i:i + 3] for i in range(len(key) - 2)]
+    runs = [key[i : i + 3] for i in range(len(key) - 2)]
     return len(set(runs)) < 0.75 * len(runs)
 
 
@@ -176,7 +179,9 @@ def _database() -> dict:
         # A process shares a small pool; a run holds a connection only inside a step's
         # transaction, never while it waits for a model or a tool.
         config.setdefault("OPTIONS", {})["pool"] = {
-            "min_size": 1, "max_size": env_int("DATABASE_POOL_MAX", 16), "timeout": 20,
+            "min_size": 1,
+            "max_size": env_int("DATABASE_POOL_MAX", 16),
+            "timeout": 20,
         }
         # A worker repeats the same few statements: bound on the server and prepared
         # after 5 uses on a connection, PostgreSQL stops planning them every time.
@@ -272,6 +277,7 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+
 def env_cache(name: str, fallback: str) -> dict:
     """The default cache: `locmem` (this process only) or a redis:// / rediss:// URL shared by every process.
 
@@ -282,8 +288,11 @@ def env_cache(name: str, fallback: str) -> dict:
         return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "supportagent"}
     if not raw.lower().startswith(("redis://", "rediss://")):
         raise ImproperlyConfigured(f"{name} must be locmem or a redis:// or rediss:// URL")
-    return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": raw,
-            "KEY_PREFIX": env_str("AGENT_CACHE_PREFIX", "supportagent")}
+    return {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": raw,
+        "KEY_PREFIX": env_str("AGENT_CACHE_PREFIX", "supportagent"),
+    }
 
 
 CACHES = {"default": env_cache("AGENT_CACHE_URL", CELERY_BROKER_URL)}
@@ -320,7 +329,9 @@ AGENT_LOG_PROMPTS = env_choice("AGENT_LOG_PROMPTS", ("off", "redacted"))
 # How an openai:<model> request names its output cap and whether it sends parallel_tool_calls=false
 # (agentrun/adapters/openai_chat.py). "auto" picks by endpoint and model; set one outright for a
 # server or model that refuses the automatic choice.
-AGENT_OPENAI_OUTPUT_CAP_FIELD = env_choice("AGENT_OPENAI_OUTPUT_CAP_FIELD", ("auto", "max_completion_tokens", "max_tokens"))
+AGENT_OPENAI_OUTPUT_CAP_FIELD = env_choice(
+    "AGENT_OPENAI_OUTPUT_CAP_FIELD", ("auto", "max_completion_tokens", "max_tokens")
+)
 AGENT_OPENAI_PARALLEL_TOOL_CALLS = env_choice("AGENT_OPENAI_PARALLEL_TOOL_CALLS", ("auto", "false", "omit"))
 AGENT_OPENAI_TOOL_CHOICE = env_choice("AGENT_OPENAI_TOOL_CHOICE", ("required", "omit"))
 # A worker's lease on a run outlives one operation's longest wait by this much.
@@ -362,11 +373,17 @@ def env_url(name: str, *, required_by: str = "", placeholder: str = "") -> str:
 def packet_webhook() -> tuple[str, str, str]:
     """The packet webhook's URL, its signing secret and the site's base URL for links; all
     empty when no URL is set. A URL needs the secret and the base URL."""
-    url, secret, site = env_url("AGENT_PACKET_WEBHOOK_URL"), env_str("AGENT_PACKET_WEBHOOK_SECRET"), env_url("AGENT_SITE_URL").rstrip("/")
+    url, secret, site = (
+        env_url("AGENT_PACKET_WEBHOOK_URL"),
+        env_str("AGENT_PACKET_WEBHOOK_SECRET"),
+        env_url("AGENT_SITE_URL").rstrip("/"),
+    )
     if url and not secret:
         raise ImproperlyConfigured("AGENT_PACKET_WEBHOOK_SECRET must be set when AGENT_PACKET_WEBHOOK_URL is")
     if url and not site:
-        raise ImproperlyConfigured("AGENT_SITE_URL must be set when AGENT_PACKET_WEBHOOK_URL is: the events link to the admin")
+        raise ImproperlyConfigured(
+            "AGENT_SITE_URL must be set when AGENT_PACKET_WEBHOOK_URL is: the events link to the admin"
+        )
     return url, secret, site
 
 
@@ -403,14 +420,17 @@ AGENT_JOB_STATUS_BACKEND = env_choice("AGENT_JOB_STATUS_BACKEND", ("database", "
 AGENT_SERVICE_STATUS_BACKEND = env_choice("AGENT_SERVICE_STATUS_BACKEND", ("database", "http"))
 AGENT_JOB_STATUS_URL = (
     env_url("AGENT_JOB_STATUS_URL", required_by="AGENT_JOB_STATUS_BACKEND=http", placeholder="{job_id}")
-    if AGENT_JOB_STATUS_BACKEND == "http" else env_str("AGENT_JOB_STATUS_URL")
+    if AGENT_JOB_STATUS_BACKEND == "http"
+    else env_str("AGENT_JOB_STATUS_URL")
 )
 # (name, value), or None. A secret: never logged; Django's error pages hide settings named *AUTH*.
 AGENT_JOB_STATUS_AUTH_HEADER = env_header("AGENT_JOB_STATUS_AUTH_HEADER")
 AGENT_SERVICE_STATUS_URL = (
     env_url("AGENT_SERVICE_STATUS_URL", required_by="AGENT_SERVICE_STATUS_BACKEND=http")
-    if AGENT_SERVICE_STATUS_BACKEND == "http" else env_str("AGENT_SERVICE_STATUS_URL")
+    if AGENT_SERVICE_STATUS_BACKEND == "http"
+    else env_str("AGENT_SERVICE_STATUS_URL")
 )
+
 
 def env_port(name: str) -> int:
     """A TCP port, or 0 (unset) for none."""
@@ -449,10 +469,13 @@ LOGGING = {
     "disable_existing_loggers": False,
     "filters": {"run_context": {"()": "kit.logs.RunContextFilter"}},
     "formatters": {"json": {"()": "kit.logs.JsonFormatter"}},
-    "handlers": {"console": {
-        "class": "logging.StreamHandler", "filters": ["run_context"],
-        **({"formatter": "json"} if AGENT_LOG_FORMAT == "json" else {}),
-    }},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["run_context"],
+            **({"formatter": "json"} if AGENT_LOG_FORMAT == "json" else {}),
+        }
+    },
     "loggers": {
         "agentrun": {"handlers": ["console"], "level": env_str("AGENT_LOG_LEVEL", "WARNING")},
         "supportagent": {"handlers": ["console"], "level": env_str("AGENT_LOG_LEVEL", "WARNING")},

@@ -15,7 +15,12 @@ urlpatterns = [
     path("api/", api_urls()),
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     # The staff pages' icon (a speech bubble in the admin's blue); browsers that ask for /favicon.ico get it too.
-    path("favicon.svg", cache_control(max_age=86400, public=True)(
-        TemplateView.as_view(template_name="favicon.svg", content_type="image/svg+xml")), name="favicon"),
+    path(
+        "favicon.svg",
+        cache_control(max_age=86400, public=True)(
+            TemplateView.as_view(template_name="favicon.svg", content_type="image/svg+xml")
+        ),
+        name="favicon",
+    ),
     path("favicon.ico", RedirectView.as_view(pattern_name="favicon", permanent=True)),
 ]

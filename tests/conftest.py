@@ -3,6 +3,7 @@
 Tests that drive the loop need `transactional_db`: the loop commits every step
 and tool backends read from their own thread, so they see only committed data.
 """
+
 from __future__ import annotations
 
 import weakref

@@ -8,6 +8,7 @@ Each runs through `run_scenario`'s path and is judged by the project's port of
 the conformance checker's comparison (`scenarios.judge`), so the
 corpus needs nothing beside the repository; CI runs the published checker too.
 """
+
 from __future__ import annotations
 
 import json

@@ -5,6 +5,7 @@ circle is hidden rather than removed) and under `TYPE_CHECKING`. A package may i
 itself and the packages listed before it in LAYERS, nothing after it; a new package has
 to be given its place here before its first test passes.
 """
+
 from __future__ import annotations
 
 import ast
@@ -19,15 +20,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 LAYERS = [
-    "kit",           # the shared kit: imports no package of the project
-    "tickets",       # tickets, customers, jobs, documents
-    "tools",         # the read-only tools and their dispatch table
-    "providers",     # the model adapters and what a model is shown
-    "engine",        # runs: the loop, steps, settling, budgets, packets, the watchdog, tasks
+    "kit",  # the shared kit: imports no package of the project
+    "tickets",  # tickets, customers, jobs, documents
+    "tools",  # the read-only tools and their dispatch table
+    "providers",  # the model adapters and what a model is shown
+    "engine",  # runs: the loop, steps, settling, budgets, packets, the watchdog, tasks
     "integrations",  # help-desk intake, packet notifications
-    "evaluation",    # candidate models replayed on past runs
-    "staff",         # the admin, the pages, the JSON API, the dashboard
-    "scenarios",     # the conformance scenarios
+    "evaluation",  # candidate models replayed on past runs
+    "staff",  # the admin, the pages, the JSON API, the dashboard
+    "scenarios",  # the conformance scenarios
     "supportagent",  # the project: settings, URLs, the Celery and WSGI entry points
 ]
 
@@ -43,9 +44,12 @@ def module_name(root: Path, path: Path) -> str:
 
 def modules(root: Path) -> dict[str, Path]:
     """Every module of the source (migrations aside: Django loads those, nothing imports them)."""
-    return {module_name(root, path): path
-            for package in source_packages(root) for path in sorted((root / package).rglob("*.py"))
-            if "migrations" not in path.parts}
+    return {
+        module_name(root, path): path
+        for package in source_packages(root)
+        for path in sorted((root / package).rglob("*.py"))
+        if "migrations" not in path.parts
+    }
 
 
 def imported_names(path: Path, name: str) -> set[str]:
@@ -85,7 +89,9 @@ def upward_imports(graph: dict[str, set[str]], layers: list[str]) -> list[str]:
     found = []
     for module, targets in graph.items():
         named = targets - set().union(*(ancestors(target) for target in targets))
-        found += [f"{module} -> {target}" for target in named if rank[target.split(".")[0]] > rank[module.split(".")[0]]]
+        found += [
+            f"{module} -> {target}" for target in named if rank[target.split(".")[0]] > rank[module.split(".")[0]]
+        ]
     return sorted(found)
 
 
@@ -118,35 +124,58 @@ def _house(tmp_path: Path, files: dict[str, str]) -> Path:
 
 def test_an_upward_import_inside_a_function_is_found(tmp_path):
     """The check itself: the kit reaching up into the engine, hidden in a function, is an upward arrow."""
-    root = _house(tmp_path, {
-        "kit/__init__.py": "", "kit/csv.py": "def rows():\n    from engine.models import Run\n",
-        "engine/__init__.py": "", "engine/models.py": "from kit.csv import rows\nclass Run: pass\n",
-    })
+    root = _house(
+        tmp_path,
+        {
+            "kit/__init__.py": "",
+            "kit/csv.py": "def rows():\n    from engine.models import Run\n",
+            "engine/__init__.py": "",
+            "engine/models.py": "from kit.csv import rows\nclass Run: pass\n",
+        },
+    )
     assert upward_imports(import_graph(root), ["kit", "engine"]) == ["kit.csv -> engine.models"]
 
 
 def test_an_upward_import_for_type_checking_is_found(tmp_path):
-    root = _house(tmp_path, {
-        "kit/__init__.py": "",
-        "kit/csv.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from engine import models\n",
-        "engine/__init__.py": "", "engine/models.py": "",
-    })
+    root = _house(
+        tmp_path,
+        {
+            "kit/__init__.py": "",
+            "kit/csv.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from engine import models\n",
+            "engine/__init__.py": "",
+            "engine/models.py": "",
+        },
+    )
     assert upward_imports(import_graph(root), ["kit", "engine"]) == ["kit.csv -> engine.models"]
 
 
 def test_a_circle_is_found_through_an_import_inside_a_function(tmp_path):
-    root = _house(tmp_path, {
-        "engine/__init__.py": "", "engine/a.py": "from .b import thing\n",
-        "engine/b.py": "def thing():\n    from . import a\n",
-    })
+    root = _house(
+        tmp_path,
+        {
+            "engine/__init__.py": "",
+            "engine/a.py": "from .b import thing\n",
+            "engine/b.py": "def thing():\n    from . import a\n",
+        },
+    )
     with pytest.raises(CycleError):
         list(TopologicalSorter(import_graph(root)).static_order())
 
 
-@pytest.mark.parametrize("module", [
-    "engine.services", "engine.tasks", "engine.watchdog", "integrations.webhooks", "engine.loop",
-    "scenarios.runner", "staff.admin", "tools.registry", "providers",
-])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "engine.services",
+        "engine.tasks",
+        "engine.watchdog",
+        "integrations.webhooks",
+        "engine.loop",
+        "scenarios.runner",
+        "staff.admin",
+        "tools.registry",
+        "providers",
+    ],
+)
 def test_a_module_imports_first_in_a_fresh_interpreter(module):
     code = f"import django; django.setup(); import {module}"
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "supportagent.settings"}

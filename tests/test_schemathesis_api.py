@@ -3,6 +3,7 @@
 Every operation, valid and invalid input alike: no 5xx, responses match the schema,
 and a refused request (any 4xx) writes nothing.
 """
+
 import pytest
 import schemathesis
 from django.contrib.auth.models import Permission
@@ -48,7 +49,9 @@ def _snapshot() -> tuple:
     return (
         list(Run.objects.order_by("pk").values_list("pk", "status", "detail", "version", "cancel_requested")),
         list(ReviewPacket.objects.order_by("pk").values_list("pk", "review_state")),
-        PacketReview.objects.count(), RunRequest.objects.count(), ApiToken.objects.count(),
+        PacketReview.objects.count(),
+        RunRequest.objects.count(),
+        ApiToken.objects.count(),
         list(Approval.objects.order_by("pk").values_list("pk", "state")),
         list(Document.objects.order_by("pk").values_list("pk", "title", "public", "origin")),
         list(DocumentRevision.objects.order_by("pk").values_list("pk", "is_current")),
@@ -56,9 +59,12 @@ def _snapshot() -> tuple:
 
 
 @schema.parametrize()
-@settings(max_examples=25, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                 HealthCheck.filter_too_much])
+@settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 def test_api_never_fails_and_refusals_write_nothing(case, supervisor_user, some_runs):
     # and may publish documents, so that valid documents are written too
     supervisor_user.user_permissions.add(*Permission.objects.filter(codename__in=["add_document", "change_document"]))

@@ -7,6 +7,7 @@ them the code comes from the file name (`csv-export-permissions.md` ->
 `# …`, HTML `<h1>`, else HTML `<title>`; the heading then leaves the body),
 else from the file name, and the document is public.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,9 +28,39 @@ _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 _ATX_H1 = re.compile(r"^\s{0,3}#[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 _DROPPED_TAGS = ["head", "title", "script", "style", "template", "noscript", "svg"]
 _BLOCK_TAGS = [
-    "address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt", "figcaption", "figure", "footer",
-    "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "li", "main", "nav", "ol", "p", "pre", "section",
-    "table", "td", "th", "tr", "ul",
+    "address",
+    "article",
+    "aside",
+    "blockquote",
+    "br",
+    "dd",
+    "div",
+    "dl",
+    "dt",
+    "figcaption",
+    "figure",
+    "footer",
+    "form",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "header",
+    "hr",
+    "li",
+    "main",
+    "nav",
+    "ol",
+    "p",
+    "pre",
+    "section",
+    "table",
+    "td",
+    "th",
+    "tr",
+    "ul",
 ]
 
 

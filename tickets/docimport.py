@@ -6,6 +6,7 @@ go on. Each document's write is `document_publish` on its own. `prune` then
 retires the documents this import manages (see `docs_to_prune`) whose file is
 gone.
 """
+
 from __future__ import annotations
 
 import os
@@ -61,7 +62,8 @@ def docs_find(paths: list[str]) -> list[DocFile]:
             subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
             found.extend(
                 DocFile(os.path.join(folder, name), os.path.abspath(os.path.join(folder, name)))
-                for name in sorted(names) if is_document_file(name) and not name.startswith(".")
+                for name in sorted(names)
+                if is_document_file(name) and not name.startswith(".")
             )
     return list({f.origin: f for f in found}.values())  # a file named twice is imported once
 
@@ -92,8 +94,9 @@ def _read(doc_file: DocFile) -> DocumentIn:
     return document_from_file(doc_file.origin, data)
 
 
-def docs_import(*, paths: list[str], prune: bool = False, dry_run: bool = False,
-                progress: Progress | None = None) -> ImportReport:
+def docs_import(
+    *, paths: list[str], prune: bool = False, dry_run: bool = False, progress: Progress | None = None
+) -> ImportReport:
     """Import the document files at `paths`; with `dry_run`, say what would change and write nothing."""
     documents, failed = docs_read(docs_find(paths))
     report = ImportReport(failed=failed)
@@ -114,8 +117,9 @@ def _import_one(report: ImportReport, doc_file: DocFile, doc: DocumentIn, dry_ru
         report.done[publish_change(document_current(code=doc.code), doc)].append(doc.code)
         return
     try:
-        outcome = document_publish(code=doc.code, title=doc.title, body=doc.body, public=doc.public,
-                                   origin=doc_file.origin)
+        outcome = document_publish(
+            code=doc.code, title=doc.title, body=doc.body, public=doc.public, origin=doc_file.origin
+        )
     except DatabaseError as exc:  # this file's transaction rolled back; the next file has its own
         report.failed.append(Failure(doc_file, f"the database refused it: {str(exc).splitlines()[0]}"))
         return

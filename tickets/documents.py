@@ -3,6 +3,7 @@
 Pure: no queries. `DocumentIn` is the one definition of what a document may be,
 for the API and for `import_docs` alike.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,5 @@
 """Tickets from a help desk: the shape an intake request must have, and the ref a new ticket gets. Pure."""
+
 from __future__ import annotations
 
 import hashlib
@@ -19,7 +20,6 @@ SESSION_REF = r"^[\x21-\x7e]{1,64}$"  # CustomerSession.ref: printable ASCII, no
 MAX_BODY_CHARS = 32_000
 
 
-
 class HelpDesk(TextChoices):
     """The help desks we know, by their `source`. Any other slug is a source too (Ticket.source is open)."""
 
@@ -31,8 +31,13 @@ class HelpDesk(TextChoices):
 
 
 # Short ticket ref prefixes for the help desks we know; any other source is shortened.
-PREFIXES = {HelpDesk.ZENDESK: "ZD", HelpDesk.FRESHDESK: "FD", HelpDesk.HELPSCOUT: "HS", HelpDesk.INTERCOM: "IC",
-            HelpDesk.JIRA: "JSM"}
+PREFIXES = {
+    HelpDesk.ZENDESK: "ZD",
+    HelpDesk.FRESHDESK: "FD",
+    HelpDesk.HELPSCOUT: "HS",
+    HelpDesk.INTERCOM: "IC",
+    HelpDesk.JIRA: "JSM",
+}
 MAX_REF = 32  # Ticket.ref
 
 

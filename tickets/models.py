@@ -1,4 +1,5 @@
 """Customers, their sessions and tickets, and what the agent may read about them."""
+
 from django.contrib.postgres.search import SearchVectorField
 from django.db import IntegrityError, models
 
@@ -51,7 +52,10 @@ class CustomerSession(models.Model):
 class Ticket(models.Model):
     ref = models.CharField(max_length=32, unique=True)
     source = models.CharField(
-        max_length=32, blank=True, default="", help_text="The help desk the ticket came from (e.g. zendesk); blank when made here."
+        max_length=32,
+        blank=True,
+        default="",
+        help_text="The help desk the ticket came from (e.g. zendesk); blank when made here.",
     )
     external_id = models.CharField(max_length=64, blank=True, default="", help_text="The ticket's id in its help desk.")
     account = models.ForeignKey(Account, on_delete=models.PROTECT, related_name="tickets")
@@ -112,7 +116,9 @@ class Document(models.Model):
     title = models.CharField(max_length=300, validators=[validate_single_line])
     public = models.BooleanField(default=True)
     origin = models.CharField(
-        max_length=1000, blank=True, default="",
+        max_length=1000,
+        blank=True,
+        default="",
         help_text="The file it was last imported from (absolute path); blank when written otherwise. "
         "`import_docs --prune` retires only documents whose file is gone from the folder it imports.",
     )
@@ -171,8 +177,9 @@ class DocumentRevision(models.Model):
             return
         stored = type(self).objects.filter(pk=self.pk).values_list("document__code", "number", *names).first()
         if stored is not None and stored[2:] != tuple(getattr(self, name) for name in names):
-            raise RevisionFrozen(f"{stored[0]} r{stored[1]} is published and its text never changes: "
-                                 "publish a new revision instead.")
+            raise RevisionFrozen(
+                f"{stored[0]} r{stored[1]} is published and its text never changes: publish a new revision instead."
+            )
 
 
 class Job(models.Model):

@@ -1,4 +1,5 @@
 """Reads. Anything about an account is scoped by the customer session asking."""
+
 from __future__ import annotations
 
 import operator

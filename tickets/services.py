@@ -1,4 +1,5 @@
 """Writes to the ticket domain."""
+
 from __future__ import annotations
 
 import hashlib
@@ -23,8 +24,15 @@ def evidence_content_hash(*, tool: str, args_key: str, content: str) -> str:
 
 
 def evidence_record(
-    *, ticket_id: int, tool: str, args: dict[str, Any], args_key: str, content: str,
-    source_ref: str, truncated: bool, run_id: int | None,
+    *,
+    ticket_id: int,
+    tool: str,
+    args: dict[str, Any],
+    args_key: str,
+    content: str,
+    source_ref: str,
+    truncated: bool,
+    run_id: int | None,
 ) -> Evidence:
     """Record one tool result as evidence of the ticket, or reuse the identical one.
 
@@ -47,9 +55,16 @@ def evidence_record(
     ticket.evidence_count += 1
     ticket.save(update_fields=["evidence_count"])
     return Evidence.objects.create(
-        ticket_id=ticket_id, number=ticket.evidence_count, tool=tool, args=args, content=content,
-        content_hash=digest, source_ref=source_ref[:200], truncated=truncated,
-        captured_at=timezone.now(), run_id=run_id,
+        ticket_id=ticket_id,
+        number=ticket.evidence_count,
+        tool=tool,
+        args=args,
+        content=content,
+        content_hash=digest,
+        source_ref=source_ref[:200],
+        truncated=truncated,
+        captured_at=timezone.now(),
+        run_id=run_id,
     )
 
 
@@ -101,8 +116,11 @@ def _intake(data: TicketIn, requested_by: User | None) -> Intake:
         return Intake(ticket, True, updated)
     if ticket.account_id != account.pk:
         raise IntakeError("account_mismatch", f"Ticket {ticket.ref} belongs to another account.", 409)
-    changed = [name for name, value in (("subject", data.subject), ("body", data.body), ("session", session))
-               if getattr(ticket, name) != value]
+    changed = [
+        name
+        for name, value in (("subject", data.subject), ("body", data.body), ("session", session))
+        if getattr(ticket, name) != value
+    ]
     for name in changed:
         setattr(ticket, name, session if name == "session" else getattr(data, name))
     if changed:
@@ -120,8 +138,9 @@ def _session(data: SessionIn, account: Account) -> tuple[CustomerSession, tuple[
     if session is not None and session.account_id != account.pk:
         raise IntakeError("session_mismatch", f"Session {data.ref} belongs to another account.", 409)
     if session is None:
-        session = CustomerSession.objects.create(ref=data.ref, account=account, verified=data.verified,
-                                                 user=_user(data.email, account))
+        session = CustomerSession.objects.create(
+            ref=data.ref, account=account, verified=data.verified, user=_user(data.email, account)
+        )
         return session, ()
     wanted = {"verified": data.verified}
     if data.email is not None:
@@ -144,8 +163,15 @@ def _ticket_create(data: TicketIn, account: Account, session: CustomerSession) -
     candidates = ref_candidates(source=data.source, external_id=data.external_id)
     taken = set(Ticket.objects.filter(ref__in=candidates).values_list("ref", flat=True))
     ref = next(c for c in candidates if c not in taken)
-    return Ticket.objects.create(ref=ref, source=data.source, external_id=data.external_id, account=account,
-                                 session=session, subject=data.subject, body=data.body)
+    return Ticket.objects.create(
+        ref=ref,
+        source=data.source,
+        external_id=data.external_id,
+        account=account,
+        session=session,
+        subject=data.subject,
+        body=data.body,
+    )
 
 
 STAFF_REF_PREFIX = "T-"  # tickets staff add in the admin: T-1001, T-1002, …
@@ -174,15 +200,21 @@ def ticket_create(*, ticket: Ticket) -> Ticket:
 def _staff_ref_next() -> str:
     """The highest `T-<number>` is the longest, then the greatest; other refs (`T-12a`, an evaluation's
     `T-1001~eval~…`) do not count."""
-    highest = (Ticket.objects.filter(ref__regex=rf"^{STAFF_REF_PREFIX}[1-9][0-9]*$").annotate(width=Length("ref"))
-               .order_by("-width", "-ref").values_list("ref", flat=True).first())
+    highest = (
+        Ticket.objects.filter(ref__regex=rf"^{STAFF_REF_PREFIX}[1-9][0-9]*$")
+        .annotate(width=Length("ref"))
+        .order_by("-width", "-ref")
+        .values_list("ref", flat=True)
+        .first()
+    )
     number = int(highest.removeprefix(STAFF_REF_PREFIX)) if highest else STAFF_REF_FIRST - 1
     return f"{STAFF_REF_PREFIX}{number + 1}"
 
 
 def _investigate_on_commit(ticket: Ticket, requested_by: User | None) -> None:
     transaction.on_commit(
-        lambda: ticket_arrived.send(sender=Ticket, ticket_id=ticket.pk, requested_by=requested_by), robust=True,
+        lambda: ticket_arrived.send(sender=Ticket, ticket_id=ticket.pk, requested_by=requested_by),
+        robust=True,
     )
 
 

@@ -1,4 +1,5 @@
 """What the ticket domain announces, for the packages above it to act on without tickets importing them."""
+
 from __future__ import annotations
 
 from django.dispatch import Signal

@@ -9,6 +9,7 @@ Tool arguments are first normalized (`ToolArgs.normalize`), then validated by th
 which rejects unknown names and wrong types, fills defaults and clamps numbers. The result of both
 steps is "the normalized arguments".
 """
+
 from __future__ import annotations
 
 import json

@@ -8,6 +8,7 @@ cited). This module holds what comparers share: the outcome, a difference, field
 comparison (`flat`). A source that could not be read at all is the caller's `gone` or
 `could_not_check`; comparers only compare.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping

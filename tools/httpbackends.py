@@ -9,6 +9,7 @@ Errors: no answer in time, a lost connection, 5xx and 429 are transient (the loo
 `max_read_retries` allows); 401/403 are a configuration error; a reply that does not fit its schema
 is refused. A credential never reaches a log or a stored error.
 """
+
 from __future__ import annotations
 
 import logging

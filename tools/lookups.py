@@ -1,4 +1,5 @@
 """What a tool backend is handed and what it hands back, whichever tool and backend it is. Plain values."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -10,6 +10,7 @@ is Forbidden (what the database backend gives for a job the session may not see)
 is sensitive is known only from the reply: the backend raises ApprovalRequired unless the call was
 approved.
 """
+
 from __future__ import annotations
 
 import logging
@@ -104,12 +105,18 @@ def needs_approval_in_database(scope: SessionScope, args: dict[str, Any]) -> boo
 def read_from_database(scope: SessionScope, args: dict[str, Any], lookup: Lookup = UNBOUNDED) -> ToolResult:
     job = job_get_for_session(scope=scope, job_ref=args["job_id"])
     requester = job.requested_by
-    return job_result(JobView(
-        job_id=job.ref, kind=job.kind, status=job.status, error_code=job.error_code or None,
-        requested_by=requester.email if requester else None,
-        requester_current_role=requester.role if requester else None,
-        created_at=job.created_at, finished_at=job.finished_at,
-    ))
+    return job_result(
+        JobView(
+            job_id=job.ref,
+            kind=job.kind,
+            status=job.status,
+            error_code=job.error_code or None,
+            requested_by=requester.email if requester else None,
+            requester_current_role=requester.role if requester else None,
+            created_at=job.created_at,
+            finished_at=job.finished_at,
+        )
+    )
 
 
 # --- the http backend: the operator's job service ------------------------------------------------
@@ -142,23 +149,33 @@ def read_over_http(scope: SessionScope, args: dict[str, Any], lookup: Lookup = U
     url = settings.AGENT_JOB_STATUS_URL.replace("{job_id}", quote(args["job_id"], safe=""))
     status, body = http_get(url, {ACCOUNT_HEADER: account, **_auth_header()}, lookup.timeout, what=what)
     if status == 404:
-        raise Forbidden("no such job for this session",
-                        staff_reason=f"{args['job_id']} does not exist: the job status service answered 404.")
+        raise Forbidden(
+            "no such job for this session",
+            staff_reason=f"{args['job_id']} does not exist: the job status service answered 404.",
+        )
     refuse_status(status, what=what, credential="AGENT_JOB_STATUS_AUTH_HEADER")
     job = parse_reply(JobReply, body, what=what)
     if job.account != account:
         log.warning("the job status service answered for another account; the reply was refused")
-        raise Forbidden("no such job for this session",
-                        staff_reason=f"{args['job_id']} belongs to another account ({job.account}).")
+        raise Forbidden(
+            "no such job for this session", staff_reason=f"{args['job_id']} belongs to another account ({job.account})."
+        )
     if job.job_id != args["job_id"]:
         raise ToolError("the job status service answered about another job; the reply was refused")
     if job.sensitive and not lookup.approved:
         raise ApprovalRequired(f"job {job.job_id} is marked sensitive")
-    return job_result(JobView(
-        job_id=job.job_id, kind=job.kind, status=job.status, error_code=job.error_code or None,
-        requested_by=job.requested_by, requester_current_role=job.requester_current_role,
-        created_at=job.created_at, finished_at=job.finished_at,
-    ))
+    return job_result(
+        JobView(
+            job_id=job.job_id,
+            kind=job.kind,
+            status=job.status,
+            error_code=job.error_code or None,
+            requested_by=job.requested_by,
+            requester_current_role=job.requester_current_role,
+            created_at=job.created_at,
+            finished_at=job.finished_at,
+        )
+    )
 
 
 def _auth_header() -> dict[str, str]:
@@ -189,12 +206,14 @@ class JobStatusView(ResultView):
     FIELDS = ("kind", "status", "error_code", "requested_by", "requester_current_role", "failed_at")
 
     def excerpt(self, content: dict[str, Any], width: int) -> str:
-        return cut_excerpt(", ".join(f"{k}: {content.get(k)}" for k in self.FIELDS if content.get(k) is not None),
-                           width)
+        return cut_excerpt(
+            ", ".join(f"{k}: {content.get(k)}" for k in self.FIELDS if content.get(k) is not None), width
+        )
 
 
 TOOL = Tool(
-    NAME, ReadJobStatusArgs,
+    NAME,
+    ReadJobStatusArgs,
     policy=by_setting(BACKEND, database=allowed_in_database, http=allowed_over_http),
     backend=by_setting(BACKEND, database=read_from_database, http=read_over_http),
     reads="the job status service",

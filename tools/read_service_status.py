@@ -5,6 +5,7 @@ Statuspage summary (AGENT_SERVICE_STATUS_URL, `/api/v2/summary.json`) whose comp
 the service gives the status. Anyone may ask; a service that is not listed is an error that a
 re-check reads as its source gone.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -67,8 +68,13 @@ def service_result(service: str, status: str, incidents: list[IncidentView]) -> 
         "service": service,
         "status": status,
         "incidents": [
-            {"id": i.id, "title": i.title, "status": i.status, "started_at": iso(i.started_at),
-             "resolved_at": iso(i.resolved_at)}
+            {
+                "id": i.id,
+                "title": i.title,
+                "status": i.status,
+                "started_at": iso(i.started_at),
+                "resolved_at": iso(i.resolved_at),
+            }
             for i in recent
         ],
     }
@@ -87,9 +93,11 @@ def read_from_database(scope: SessionScope, args: dict[str, Any], lookup: Lookup
         service, incidents = service_get_with_incidents(name=args["service"], recent=RECENT_INCIDENTS)
     except ObjectDoesNotExist:
         raise not_listed(args["service"]) from None
-    return service_result(service.name, service.status, [
-        IncidentView(i.ref, i.title, i.status, i.started_at, i.resolved_at) for i in incidents
-    ])
+    return service_result(
+        service.name,
+        service.status,
+        [IncidentView(i.ref, i.title, i.status, i.started_at, i.resolved_at) for i in incidents],
+    )
 
 
 # --- the http backend: a Statuspage summary -------------------------------------------------------
@@ -126,8 +134,9 @@ class Summary(Reply):
 def read_over_http(scope: SessionScope, args: dict[str, Any], lookup: Lookup = UNBOUNDED) -> ToolResult:
     """The component named like the service (case-insensitively) and the incidents the page lists for it."""
     what = "the status page"
-    status, body = http_get(settings.AGENT_SERVICE_STATUS_URL, {"Accept": "application/json"}, lookup.timeout,
-                            what=what)
+    status, body = http_get(
+        settings.AGENT_SERVICE_STATUS_URL, {"Accept": "application/json"}, lookup.timeout, what=what
+    )
     refuse_status(status, what=what, credential=None)
     summary = parse_reply(Summary, body, what=what)
     wanted = args["service"].casefold()
@@ -170,13 +179,16 @@ def compare(old: dict[str, Any], new: dict[str, Any], standing: Mapping[str, str
             differences.append(Difference(f"incident {id_}", word(incident.get("status")), "no longer listed"))
         else:
             differences += field_differences(incident, after[id_], prefix=f"incident {id_} ")
-    differences += [Difference(f"incident {i}", "not listed", word(after[i].get("status"))) for i in after
-                    if i not in before]
+    differences += [
+        Difference(f"incident {i}", "not listed", word(after[i].get("status"))) for i in after if i not in before
+    ]
     return Comparison.of(differences)
 
 
 TOOL = Tool(
-    NAME, ReadServiceStatusArgs, anyone,
+    NAME,
+    ReadServiceStatusArgs,
+    anyone,
     backend=by_setting(BACKEND, database=read_from_database, http=read_over_http),
     reads="the service status page",
     view=ServiceStatusView(),

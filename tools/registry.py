@@ -5,6 +5,7 @@ policy, backends, staff view, re-check comparer. This table is the only list of 
 model is offered, what the rules may call, the per-tool counters and the staff pages all follow
 it. Adding a tool is its module and one line here.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -23,8 +24,9 @@ TOOLS: dict[str, Tool] = {
 }
 
 
-def compare(tool: str, old: dict[str, Any], new: dict[str, Any],
-            standing: Mapping[str, str] | None = None) -> Comparison:
+def compare(
+    tool: str, old: dict[str, Any], new: dict[str, Any], standing: Mapping[str, str] | None = None
+) -> Comparison:
     """The recorded result `old` against the fresh result `new` of the same call of `tool`, by the tool's
     comparer; `standing` is what the tool's `standing` read now (a search's cited documents), if anything."""
     comparer = TOOLS[tool].compare if tool in TOOLS else flat

@@ -4,6 +4,7 @@ Anyone may search (the documents are public). A result names each document with 
 read (`DOC-EXPORT-7@r3`), so staff open that revision and a re-check says which cited document has
 a newer one since.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -70,7 +71,9 @@ class SearchView(ResultView):
         return cut_excerpt(text or f"No documents matched “{content.get('query', '')}”.", width)
 
     def documents(self, content: dict[str, Any]) -> tuple[CitedDocument, ...]:
-        return tuple(CitedDocument(h["id"], h["revision"], h["title"], h["excerpt"]) for h in content.get("results", []))
+        return tuple(
+            CitedDocument(h["id"], h["revision"], h["title"], h["excerpt"]) for h in content.get("results", [])
+        )
 
 
 # --- re-checked -----------------------------------------------------------------------------------
@@ -108,10 +111,19 @@ def compare(old: dict[str, Any], new: dict[str, Any], revisions: Mapping[str, st
             differences.append(Difference(code, word(cited.get("revision")), word(current[code]), code))
         if code in after and cited.get("title") != after[code].get("title"):
             differences.append(Difference(f"{code} title", word(cited.get("title")), word(after[code].get("title"))))
-    differences += [Difference(code, "not found", word(after[code].get("revision")), code) for code in after
-                    if code not in before]
+    differences += [
+        Difference(code, "not found", word(after[code].get("revision")), code) for code in after if code not in before
+    ]
     return Comparison.of(differences)
 
 
-TOOL = Tool(NAME, SearchDocsArgs, anyone, search_docs, reads="the knowledge base", view=SearchView(),
-            compare=compare, standing=cited_now)
+TOOL = Tool(
+    NAME,
+    SearchDocsArgs,
+    anyone,
+    search_docs,
+    reads="the knowledge base",
+    view=SearchView(),
+    compare=compare,
+    standing=cited_now,
+)

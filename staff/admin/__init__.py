@@ -4,6 +4,7 @@
 queue, reviews, evidence re-checks), `evaluations`, `preferences` (API tokens, time zones, budget
 defaults) and `webhooks` register the engine's models, `tickets` the tickets side.
 """
+
 from django.contrib import admin
 
 from kit.adminkit import admin_site_harden

@@ -1,4 +1,5 @@
 """What the admins share: read-only admins and inlines, POST-only buttons, object ids, the links between pages."""
+
 from __future__ import annotations
 
 from django.http import HttpResponseRedirect
@@ -29,6 +30,7 @@ class ReadOnlyAdmin(ReadOnly, StaffSiteAdmin):
 def post_only(view, page):
     """`view` answers POST only; anything else (a link followed, a page reloaded, a bookmark) is sent to the page
     of the object the action is for, `page(**kwargs)`, where the action's button is."""
+
     def wrapped(request, *args, **kwargs):
         if request.method != "POST":
             return HttpResponseRedirect(page(**kwargs))

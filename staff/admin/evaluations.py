@@ -1,4 +1,5 @@
 """Evaluations of candidate models against reviewed packets: the list, the comparison, the CSV, the start form."""
+
 from __future__ import annotations
 
 from datetime import datetime, time
@@ -18,17 +19,43 @@ from staff.admin.base import ReadOnlyAdmin, object_pk, run_url
 from staff.pages import staff_page
 
 CASE_COLUMNS = (
-    "original run", "candidate run", "ticket", "original review", "status", "detail", "drafted", "overlap",
-    "model requests", "tokens", "cost micros", "original cost micros", "wall seconds", "agreed", "regression",
+    "original run",
+    "candidate run",
+    "ticket",
+    "original review",
+    "status",
+    "detail",
+    "drafted",
+    "overlap",
+    "model requests",
+    "tokens",
+    "cost micros",
+    "original cost micros",
+    "wall seconds",
+    "agreed",
+    "regression",
     "result",
 )
 
 
 def case_row(case: EvaluationCase) -> list[object]:
     return [
-        case.original_run_id, case.candidate_run_id, case.original_run.ticket.ref, case.original_review,
-        case.status, case.detail, case.drafted, case.overlap, case.model_requests, case.tokens, case.cost_micros,
-        case.original_cost_micros, case.wall_seconds, case.agreed, case.regression, result_of(case).value,
+        case.original_run_id,
+        case.candidate_run_id,
+        case.original_run.ticket.ref,
+        case.original_review,
+        case.status,
+        case.detail,
+        case.drafted,
+        case.overlap,
+        case.model_requests,
+        case.tokens,
+        case.cost_micros,
+        case.original_cost_micros,
+        case.wall_seconds,
+        case.agreed,
+        case.regression,
+        result_of(case).value,
     ]
 
 
@@ -36,13 +63,16 @@ class EvaluationStartForm(forms.Form):
     """Which packets, how many, which model: the `evaluate` command's choices a supervisor makes in the admin."""
 
     candidate_model = forms.ChoiceField(label="Candidate model")
-    reviewed = forms.ChoiceField(label="Packets reviewed as", choices=Evaluation.Reviewed.choices,
-                                 initial=Evaluation.Reviewed.ACCEPTED)
-    limit = forms.IntegerField(label="At most this many packets (oldest first)", min_value=1, max_value=10_000,
-                               required=False, initial=20)
+    reviewed = forms.ChoiceField(
+        label="Packets reviewed as", choices=Evaluation.Reviewed.choices, initial=Evaluation.Reviewed.ACCEPTED
+    )
+    limit = forms.IntegerField(
+        label="At most this many packets (oldest first)", min_value=1, max_value=10_000, required=False, initial=20
+    )
     since = forms.DateField(label="Only packets written since (YYYY-MM-DD, your time zone)", required=False)
-    live_tools = forms.BooleanField(label="Read the live backends, not the results the original runs recorded",
-                                    required=False)
+    live_tools = forms.BooleanField(
+        label="Read the live backends, not the results the original runs recorded", required=False
+    )
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -58,8 +88,17 @@ class EvaluationAdmin(ReadOnlyAdmin):
     """Candidate models tested against reviewed packets (manage.py evaluate, or *Start an evaluation*),
     for supervisors."""
 
-    list_display = ("id", "candidate_model", "reviewed", "live_tools", "cases", "agreement", "regressions",
-                    "started_at", "finished_at")
+    list_display = (
+        "id",
+        "candidate_model",
+        "reviewed",
+        "live_tools",
+        "cases",
+        "agreement",
+        "regressions",
+        "started_at",
+        "finished_at",
+    )
     list_filter = ("candidate_model", "live_tools")
     change_list_template = "admin/agentrun/evaluation/change_list.html"
 
@@ -78,9 +117,11 @@ class EvaluationAdmin(ReadOnlyAdmin):
 
     def get_urls(self):
         view = self.admin_site.admin_view
-        return [path("<int:evaluation_id>/csv/", view(self.csv_view), name="agentrun_evaluation_csv"),
-                path("start/", view(self.start_view), name="agentrun_evaluation_start"),
-                *super().get_urls()]
+        return [
+            path("<int:evaluation_id>/csv/", view(self.csv_view), name="agentrun_evaluation_csv"),
+            path("start/", view(self.start_view), name="agentrun_evaluation_start"),
+            *super().get_urls(),
+        ]
 
     def changelist_view(self, request, extra_context=None):
         can_start = can(request.user, "agentrun.add_evaluation")
@@ -95,16 +136,25 @@ class EvaluationAdmin(ReadOnlyAdmin):
             data = form.cleaned_data
             try:
                 evaluation = do_evaluation_start(
-                    user=request.user, candidate_model=data["candidate_model"], reviewed=data["reviewed"],
-                    limit=data["limit"], since=form.since_moment(), live_tools=data["live_tools"])
+                    user=request.user,
+                    candidate_model=data["candidate_model"],
+                    reviewed=data["reviewed"],
+                    limit=data["limit"],
+                    since=form.since_moment(),
+                    live_tools=data["live_tools"],
+                )
             except Refused as exc:
                 messages.error(request, exc.message)
             else:
                 done = "finished" if evaluation.finished_at else "started on the workers"
                 messages.success(request, f"Evaluation {evaluation.pk} of {evaluation.candidate_model} {done}.")
                 return HttpResponseRedirect(reverse("admin:agentrun_evaluation_change", args=[evaluation.pk]))
-        context = {**self.admin_site.each_context(request), "opts": self.model._meta, "form": form,
-                   "title": "Start an evaluation of a candidate model"}
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "form": form,
+            "title": "Start an evaluation of a candidate model",
+        }
         return TemplateResponse(request, "admin/agentrun/evaluation/start.html", context)
 
     def _cases(self, request, evaluation_id: int):
@@ -123,8 +173,15 @@ class EvaluationAdmin(ReadOnlyAdmin):
             "title": f"Evaluation {evaluation.pk}: {evaluation.candidate_model} against reviewed packets",
             "evaluation": evaluation,
             "figures": evaluation_figures(cases),  # from the rows below, as they are now
-            "rows": [(case, result_of(case), run_url(case.original_run_id),
-                      run_url(case.candidate_run_id) if case.candidate_run_id else None) for case in cases],
+            "rows": [
+                (
+                    case,
+                    result_of(case),
+                    run_url(case.original_run_id),
+                    run_url(case.candidate_run_id) if case.candidate_run_id else None,
+                )
+                for case in cases
+            ],
             "csv_url": reverse("admin:agentrun_evaluation_csv", args=[evaluation.pk]),
         }
         return TemplateResponse(request, "admin/agentrun/evaluation/compare.html", context)

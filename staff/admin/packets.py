@@ -3,6 +3,7 @@
 The review button posts to a view that goes through staff.access; the admin never
 writes a packet or a review itself.
 """
+
 from __future__ import annotations
 
 from django.contrib import admin, messages
@@ -40,8 +41,11 @@ class ReviewStateFilter(admin.SimpleListFilter):
 
     def choices(self, changelist):
         for value, label in self.lookup_choices:
-            yield {"selected": self.value() == value, "display": label,
-                   "query_string": changelist.get_query_string({self.parameter_name: value})}
+            yield {
+                "selected": self.value() == value,
+                "display": label,
+                "query_string": changelist.get_query_string({self.parameter_name: value}),
+            }
 
 
 class StopReasonFilter(admin.SimpleListFilter):
@@ -71,8 +75,11 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
         return super().get_queryset(request).filter(run__purpose=Run.Purpose.INVESTIGATION)
 
     def get_ordering(self, request):
-        pending_first = Case(When(review_state=ReviewPacket.ReviewState.PENDING, then=Value(0)), default=Value(1),
-                             output_field=IntegerField())
+        pending_first = Case(
+            When(review_state=ReviewPacket.ReviewState.PENDING, then=Value(0)),
+            default=Value(1),
+            output_field=IntegerField(),
+        )
         return (pending_first.asc(), "created_at", "id")
 
     def changelist_view(self, request, extra_context=None):
@@ -113,8 +120,11 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
     def get_urls(self):
         view = self.admin_site.admin_view
         return [
-            path("<int:packet_id>/review/", view(post_only(self.review_view, packet_url)),
-                 name="agentrun_reviewpacket_review"),
+            path(
+                "<int:packet_id>/review/",
+                view(post_only(self.review_view, packet_url)),
+                name="agentrun_reviewpacket_review",
+            ),
             path("run/<int:run_id>/", view(self.of_run_view), name="agentrun_reviewpacket_of_run"),
             *super().get_urls(),
         ]
@@ -160,14 +170,18 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
             return HttpResponseRedirect(packet_url(packet_id))
         decision, change = PacketReview.Action(action).decision, request.POST.get("change_decision") == "1"
         review, created = do_review(
-            user=request.user, packet_id=packet_id, decision=decision, note=request.POST.get("note", ""),
+            user=request.user,
+            packet_id=packet_id,
+            decision=decision,
+            note=request.POST.get("note", ""),
             acknowledge_changed_evidence=request.POST.get("acknowledge_changed_evidence") == "on",
             change_decision=change,
         )
         if change:
             done = "changed to " if created else "already "
-            messages.success(request, f"Packet {packet_id}: decision {done}{decision}. "
-                             "Nothing was sent to the customer.")
+            messages.success(
+                request, f"Packet {packet_id}: decision {done}{decision}. Nothing was sent to the customer."
+            )
             return HttpResponseRedirect(packet_url(packet_id))
         following = packet_to_review_after(packet=review.packet)
         left = "Next pending packet." if following else "No pending packet is left."
@@ -184,21 +198,28 @@ def recheck_context(checks: list[ItemCheck]) -> dict:
     links = document_links(checks)
     attention = needing_acknowledgement(checks)
     unchecked = [c.ref for c in checks if c.comparison.outcome == Outcome.COULD_NOT_CHECK]
-    return {"rechecks": [c.as_dict(links) for c in checks], "recheck_attention": attention,
-            "recheck_unchecked": unchecked, "changes": evidence_changes(checks)}
+    return {
+        "rechecks": [c.as_dict(links) for c in checks],
+        "recheck_attention": attention,
+        "recheck_unchecked": unchecked,
+        "changes": evidence_changes(checks),
+    }
 
 
 @admin.register(PacketReview)
 class PacketReviewAdmin(ReadOnlyAdmin):
-    list_display = ("id", "packet_link", "decision", "reviewer", "created_at", "acknowledged_changed_evidence",
-                    "note")
+    list_display = ("id", "packet_link", "decision", "reviewer", "created_at", "acknowledged_changed_evidence", "note")
     list_filter = ("decision",)
     list_select_related = ("reviewer", "packet__run__ticket")
 
     @admin.display(description="packet")
     def packet_link(self, review):
-        return format_html('<a href="{}">{} (run {})</a>', packet_url(review.packet_id),
-                           review.packet.run.ticket.ref, review.packet.run_id)
+        return format_html(
+            '<a href="{}">{} (run {})</a>',
+            packet_url(review.packet_id),
+            review.packet.run.ticket.ref,
+            review.packet.run_id,
+        )
 
 
 @admin.register(EvidenceCheck)
@@ -213,8 +234,9 @@ class EvidenceCheckAdmin(ReadOnlyAdmin):
 
     @admin.display(description="packet")
     def packet_link(self, check):
-        return format_html('<a href="{}">{} (packet {})</a>', packet_url(check.packet_id),
-                           check.packet.run.ticket.ref, check.packet_id)
+        return format_html(
+            '<a href="{}">{} (packet {})</a>', packet_url(check.packet_id), check.packet.run.ticket.ref, check.packet_id
+        )
 
     @admin.display(description="evidence")
     def evidence_ref(self, check):

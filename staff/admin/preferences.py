@@ -1,4 +1,5 @@
 """What people set: their API tokens, their time zone, and (supervisors) the budget of new runs."""
+
 from __future__ import annotations
 
 from django import forms
@@ -37,7 +38,13 @@ class ApiTokenAdmin(StaffSiteAdmin):
 
     def save_model(self, request, obj, form, change):
         token, raw = token_create(user=request.user, name=obj.name)
-        obj.pk, obj.user, obj.prefix, obj.digest, obj.created_at = token.pk, token.user, token.prefix, token.digest, token.created_at
+        obj.pk, obj.user, obj.prefix, obj.digest, obj.created_at = (
+            token.pk,
+            token.user,
+            token.prefix,
+            token.digest,
+            token.created_at,
+        )
         messages.warning(request, f"Your new API token (copy it now, it is not shown again): {raw}")
 
     @admin.action(description="Revoke selected tokens", permissions=["delete"])
@@ -60,11 +67,13 @@ class BudgetDefaultsForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.initial.update({name: value for name, value in _budget_in_force(self.instance).items()
-                             if name in BudgetDefaults.FIELDS})
+        self.initial.update(
+            {name: value for name, value in _budget_in_force(self.instance).items() if name in BudgetDefaults.FIELDS}
+        )
         self.fields["deadline_seconds"].help_text += (
             " A run whose calls may need a supervisor's approval gets at least "
-            f"{settings.AGENT_APPROVAL_DEADLINE_SECONDS:g} s (AGENT_APPROVAL_DEADLINE_SECONDS).")
+            f"{settings.AGENT_APPROVAL_DEADLINE_SECONDS:g} s (AGENT_APPROVAL_DEADLINE_SECONDS)."
+        )
 
     def clean(self):
         cleaned = super().clean()
@@ -114,7 +123,6 @@ class BudgetDefaultsAdmin(StaffSiteAdmin):
 
     def has_add_permission(self, request):
         return False  # the one row is made by changelist_view
-
 
     def has_delete_permission(self, request, obj=None):
         return False

@@ -3,6 +3,7 @@
 Every button posts to a small view here that goes through staff.access; the
 admin never writes a run or an approval itself.
 """
+
 from __future__ import annotations
 
 from django.contrib import admin, messages
@@ -39,14 +40,26 @@ class PurposeFilter(admin.SimpleListFilter):
 
     def choices(self, changelist):
         for value, label in self.lookup_choices:
-            yield {"selected": self.value() == value, "display": label,
-                   "query_string": changelist.get_query_string({self.parameter_name: value})}
+            yield {
+                "selected": self.value() == value,
+                "display": label,
+                "query_string": changelist.get_query_string({self.parameter_name: value}),
+            }
 
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
-    list_display = ("id", "ticket_link", "status", "detail", "model_name", "requests", "attempts", "created_at",
-                    "packet_state")
+    list_display = (
+        "id",
+        "ticket_link",
+        "status",
+        "detail",
+        "model_name",
+        "requests",
+        "attempts",
+        "created_at",
+        "packet_state",
+    )
     list_display_links = ("id",)
     list_filter = ("status", "detail", "model_name", "created_at", PurposeFilter)
     linked_lookups = ("status__in",)  # the dashboard's outcome links (dashboard.runs_url)
@@ -56,8 +69,9 @@ class RunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="ticket", ordering="ticket__ref")
     def ticket_link(self, run):
-        return format_html('<a href="{}">{}</a>', reverse("admin:tickets_ticket_change", args=[run.ticket_id]),
-                           run.ticket.ref)
+        return format_html(
+            '<a href="{}">{}</a>', reverse("admin:tickets_ticket_change", args=[run.ticket_id]), run.ticket.ref
+        )
 
     @admin.display(description="model requests")
     def requests(self, run):
@@ -142,8 +156,9 @@ class RunAdmin(ReadOnlyAdmin):
             messages.error(request, "Choose approve or deny.")
             return HttpResponseRedirect(run_url(run_id))
         grant = decision == Approval.Answer.GRANT
-        run = do_answer_approval(user=request.user, run_id=run_id, grant=grant,
-                                 note="" if grant else request.POST.get("reason", ""))
+        run = do_answer_approval(
+            user=request.user, run_id=run_id, grant=grant, note="" if grant else request.POST.get("reason", "")
+        )
         word = "approved" if grant else "denied"
         messages.success(request, f"Call {word}. Run {run.pk}: {stop_name(run.status).lower()}.")
         return HttpResponseRedirect(reverse("admin:agentrun_run_progress", args=[run.pk]))
@@ -157,9 +172,11 @@ def approvals_shown(run: Run):
 def waiting_approval(run: Run):
     """The run's pending approval as staff see it (expired once the deadline passed), or None; or the
     one nobody answered before the run ended at its deadline."""
+
     def unanswered(approval: Approval) -> bool:
         return approval.state == Approval.State.PENDING or (
-            run.status == Status.DEADLINE and approval.state == Approval.State.EXPIRED and not approval.decided_by)
+            run.status == Status.DEADLINE and approval.state == Approval.State.EXPIRED and not approval.decided_by
+        )
 
     shown = [w for w in approvals_shown(run) if unanswered(w.approval)]
     return shown[0] if shown else None
@@ -167,8 +184,18 @@ def waiting_approval(run: Run):
 
 @admin.register(Approval)
 class ApprovalAdmin(ReadOnlyAdmin):
-    list_display = ("id", "run_link", "tool", "args", "shown_state", "time_left", "reason", "requested_at",
-                    "decided_by", "note")
+    list_display = (
+        "id",
+        "run_link",
+        "tool",
+        "args",
+        "shown_state",
+        "time_left",
+        "reason",
+        "requested_at",
+        "decided_by",
+        "note",
+    )
     list_filter = ("state", "tool")
     list_select_related = ("run__ticket",)
 
@@ -177,8 +204,9 @@ class ApprovalAdmin(ReadOnlyAdmin):
 
     @admin.display(description="run")
     def run_link(self, approval):
-        return format_html('<a href="{}">run {} on {}</a>', run_url(approval.run_id), approval.run_id,
-                           approval.run.ticket.ref)
+        return format_html(
+            '<a href="{}">run {} on {}</a>', run_url(approval.run_id), approval.run_id, approval.run.ticket.ref
+        )
 
     @admin.display(description="state", ordering="state")
     def shown_state(self, approval):

@@ -1,4 +1,5 @@
 """The admin for tickets and what the agent reads. Staff start investigations from the ticket page."""
+
 from __future__ import annotations
 
 import pydantic
@@ -81,8 +82,11 @@ class TicketForm(forms.ModelForm):
         cleaned = super().clean()
         account, session = cleaned.get("account"), cleaned.get("session")
         if account and session and session.account_id != account.pk:
-            self.add_error("session", f"Session {session.ref} belongs to account {session.account.code}, "
-                                      f"not {account.code}: choose one of {account.code}'s sessions.")
+            self.add_error(
+                "session",
+                f"Session {session.ref} belongs to account {session.account.code}, "
+                f"not {account.code}: choose one of {account.code}'s sessions.",
+            )
         return cleaned
 
 
@@ -101,25 +105,39 @@ class TicketAdmin(StaffSiteAdmin):
         latest = Run.objects.filter(ticket=OuterRef("pk")).order_by("-created_at", "-id")
         packet = ReviewPacket.objects.filter(run__ticket=OuterRef("pk")).order_by("-run__created_at", "-run_id")
         pending = ReviewPacket.objects.filter(run__ticket=OuterRef("pk"), review_state=ReviewPacket.ReviewState.PENDING)
-        return super().get_queryset(request).filter(evaluation_copy=False).annotate(
-            latest_status=Subquery(latest.values("status")[:1]), latest_run_id=Subquery(latest.values("pk")[:1]),
-            latest_packet_state=Subquery(packet.values("review_state")[:1]),
-            latest_packet_id=Subquery(packet.values("pk")[:1]), has_pending=Exists(pending),
+        return (
+            super()
+            .get_queryset(request)
+            .filter(evaluation_copy=False)
+            .annotate(
+                latest_status=Subquery(latest.values("status")[:1]),
+                latest_run_id=Subquery(latest.values("pk")[:1]),
+                latest_packet_state=Subquery(packet.values("review_state")[:1]),
+                latest_packet_id=Subquery(packet.values("pk")[:1]),
+                has_pending=Exists(pending),
+            )
         )
 
     @admin.display(description="latest run", ordering="latest_status")
     def latest_run_status(self, ticket):
         if not ticket.latest_run_id:
             return "never investigated"
-        return format_html('<a href="{}">run {}: {}</a>', reverse("admin:agentrun_run_change", args=[ticket.latest_run_id]),
-                           ticket.latest_run_id, stop_name(ticket.latest_status))
+        return format_html(
+            '<a href="{}">run {}: {}</a>',
+            reverse("admin:agentrun_run_change", args=[ticket.latest_run_id]),
+            ticket.latest_run_id,
+            stop_name(ticket.latest_status),
+        )
 
     @admin.display(description="latest packet", ordering="latest_packet_state")
     def packet_state(self, ticket):
         if not ticket.latest_packet_id:
             return "—"
-        return format_html('<a href="{}">{}</a>', reverse("admin:agentrun_reviewpacket_change",
-                                                          args=[ticket.latest_packet_id]), ticket.latest_packet_state)
+        return format_html(
+            '<a href="{}">{}</a>',
+            reverse("admin:agentrun_reviewpacket_change", args=[ticket.latest_packet_id]),
+            ticket.latest_packet_state,
+        )
 
     def get_fields(self, request, obj=None):
         """A new ticket gets its ref on save (tickets.services.ticket_create); an existing one shows it."""
@@ -148,9 +166,12 @@ class TicketAdmin(StaffSiteAdmin):
             runs_expire_overdue(ticket_id=ticket.pk)  # its runs as they stand: none waiting past its deadline
             runs = ticket.runs.select_related("packet").order_by("-created_at", "-id")[:10]
             pending = ReviewPacket.objects.filter(run__ticket=ticket, review_state=ReviewPacket.ReviewState.PENDING)
-            extra.update(runs=runs, can_investigate=can(request.user, "agentrun.start_investigation"),
-                         investigate_url=reverse("admin:tickets_ticket_investigate", args=[ticket.pk]),
-                         pending_packet=pending.order_by("-created_at").first())
+            extra.update(
+                runs=runs,
+                can_investigate=can(request.user, "agentrun.start_investigation"),
+                investigate_url=reverse("admin:tickets_ticket_investigate", args=[ticket.pk]),
+                pending_packet=pending.order_by("-created_at").first(),
+            )
         return super().change_view(request, object_id, form_url, extra_context=extra)
 
     @method_decorator(require_POST)
@@ -209,11 +230,18 @@ class DocumentForm(forms.ModelForm):
 
     text: DocumentText  # set by clean() when the form is valid
 
-    code = forms.RegexField(regex=CODE_PATTERN, max_length=CODE_MAX,
-                            error_messages={"invalid": "Capitals, digits, '-' and '_' only, like DOC-EXPORT-7."})
-    body = forms.CharField(label="Text", max_length=BODY_MAX, widget=forms.Textarea(attrs={"rows": 18, "cols": 100}),
-                           help_text="Saving a changed text, title or visibility publishes a new revision; "
-                                     "published revisions never change.")
+    code = forms.RegexField(
+        regex=CODE_PATTERN,
+        max_length=CODE_MAX,
+        error_messages={"invalid": "Capitals, digits, '-' and '_' only, like DOC-EXPORT-7."},
+    )
+    body = forms.CharField(
+        label="Text",
+        max_length=BODY_MAX,
+        widget=forms.Textarea(attrs={"rows": 18, "cols": 100}),
+        help_text="Saving a changed text, title or visibility publishes a new revision; "
+        "published revisions never change.",
+    )
 
     class Meta:
         model = Document
@@ -306,10 +334,13 @@ class DocumentAdmin(StaffSiteAdmin):
 
 def _publish_message(outcome: PublishOutcome) -> tuple[int, str]:
     if outcome.change is Change.UNCHANGED:
-        return messages.INFO, (f"Nothing changed: {outcome.code} {outcome.revision} already says this, "
-                               "so no revision was published.")
-    return messages.SUCCESS, (f"Published {outcome.code} {outcome.revision}; it is now the current revision, "
-                              "and earlier revisions keep their text.")
+        return messages.INFO, (
+            f"Nothing changed: {outcome.code} {outcome.revision} already says this, so no revision was published."
+        )
+    return messages.SUCCESS, (
+        f"Published {outcome.code} {outcome.revision}; it is now the current revision, "
+        "and earlier revisions keep their text."
+    )
 
 
 @admin.register(DocumentRevision)

@@ -1,4 +1,5 @@
 """The packet events sent to the help desk, with every attempt (read-only)."""
+
 from __future__ import annotations
 
 import json
@@ -21,19 +22,40 @@ class WebhookAttemptInline(ReadOnly, admin.TabularInline):
 class WebhookDeliveryAdmin(ReadOnlyAdmin):
     """Packet events sent to the help desk, with every attempt (read-only)."""
 
-    list_display = ("id", "event_type", "run_link", "status", "attempt_count", "created_at", "next_attempt_at",
-                    "finished_at")
+    list_display = (
+        "id",
+        "event_type",
+        "run_link",
+        "status",
+        "attempt_count",
+        "created_at",
+        "next_attempt_at",
+        "finished_at",
+    )
     list_filter = ("status", "event_type", "created_at")
     search_fields = ("=event_id", "=run__id")
-    fields = ("event_id", "event_type", "run", "status", "attempt_count", "created_at", "next_attempt_at",
-              "finished_at", "payload_json")
+    fields = (
+        "event_id",
+        "event_type",
+        "run",
+        "status",
+        "attempt_count",
+        "created_at",
+        "next_attempt_at",
+        "finished_at",
+        "payload_json",
+    )
     readonly_fields = fields
     inlines = [WebhookAttemptInline]
     list_per_page = 50
 
     @admin.display(description="run")
     def run_link(self, delivery):
-        return format_html('<a href="{}">run {}</a>', run_url(delivery.run_id), delivery.run_id) if delivery.run_id else "—"
+        return (
+            format_html('<a href="{}">run {}</a>', run_url(delivery.run_id), delivery.run_id)
+            if delivery.run_id
+            else "—"
+        )
 
     @admin.display(description="payload")
     def payload_json(self, delivery):

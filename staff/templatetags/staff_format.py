@@ -1,4 +1,5 @@
 """Filters for the staff pages: one time format in the viewer's zone, money in dollars, stop reasons in words."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Fixtures of the agentrun tests: a help desk's webhook endpoint, started on demand and closed after the test."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Tokens and cost by reserve-then-reconcile, reservations committed before the operation, resumed counters."""
+
 from __future__ import annotations
 
 import pytest
@@ -26,7 +27,9 @@ def draft(*refs):
 
 
 def charged(report):
-    return list(ModelRequest.objects.filter(run_id=report["run"]).order_by("seq").values_list("charged_tokens", flat=True))
+    return list(
+        ModelRequest.objects.filter(run_id=report["run"]).order_by("seq").values_list("charged_tokens", flat=True)
+    )
 
 
 def test_each_reply_is_charged_its_default_usage(play):
@@ -65,8 +68,11 @@ def test_a_timed_out_request_is_charged_its_whole_reservation(play):
 
 
 def test_a_request_cut_by_the_deadline_is_charged_its_whole_reservation(play):
-    report = play([{**J42, "delay_seconds": 2.0}], budget={"deadline_seconds": 45, "prices": PRICES},
-                  start={"elapsed_seconds": 44.0})
+    report = play(
+        [{**J42, "delay_seconds": 2.0}],
+        budget={"deadline_seconds": 45, "prices": PRICES},
+        start={"elapsed_seconds": 44.0},
+    )
     assert report["status"] == "DEADLINE"
     assert (report["tokens"]["used"], report["cost_micros"]) == (9000, 39000)
 
@@ -78,7 +84,9 @@ def test_usage_over_the_caps_is_still_counted_as_reported(play):
 
 
 def test_cost_is_priced_from_the_reported_usage(play):
-    report = play([{**J42, "usage": {"input_tokens": 900, "output_tokens": 120}}, draft("E1")], budget={"prices": PRICES})
+    report = play(
+        [{**J42, "usage": {"input_tokens": 900, "output_tokens": 120}}, draft("E1")], budget={"prices": PRICES}
+    )
     assert report["cost_micros"] == (900 * 3 + 120 * 15) + (500 * 3 + 50 * 15)
 
 
@@ -137,8 +145,13 @@ class SpyDispatcher(Dispatcher):
 
 def test_reservations_are_committed_before_the_request_and_the_dispatch(ticket_t1001):
     script = [J42, DOCS, draft("E1")]
-    run = run_start(ticket=ticket_t1001, model_name="replay", budget=Budget.from_mapping({"prices": PRICES}),
-                    model_script={"model": script}, resume_from={"model_requests": 1, "tool_attempts": 2})
+    run = run_start(
+        ticket=ticket_t1001,
+        model_name="replay",
+        budget=Budget.from_mapping({"prices": PRICES}),
+        model_script={"model": script},
+        resume_from={"model_requests": 1, "tool_attempts": 2},
+    )
     model, tools = SpyModel(script, run.pk), SpyDispatcher(run.pk)
     run = run_advance(run.pk, adapter=model, dispatcher=tools)
     assert run.status == "COMPLETED"
@@ -154,8 +167,9 @@ def test_reservations_are_committed_before_the_request_and_the_dispatch(ticket_t
 
 
 def test_a_resumed_run_adds_to_its_counters(play):
-    report = play([J42, draft("E1")],
-                  start={"model_requests": 3, "tool_attempts": 2, "tokens_used": 1000, "cost_micros": 5})
+    report = play(
+        [J42, draft("E1")], start={"model_requests": 3, "tool_attempts": 2, "tokens_used": 1000, "cost_micros": 5}
+    )
     assert report["status"] == "COMPLETED"
     assert (report["model_requests"], report["tool_attempts"]) == (5, 3)
     assert (report["tokens"]["used"], report["cost_micros"]) == (1000 + 1100, 5)

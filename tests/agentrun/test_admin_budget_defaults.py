@@ -1,4 +1,5 @@
 """Supervisors edit the budget new runs start with; staff cannot; a bad budget is refused whole."""
+
 import re
 
 import pytest

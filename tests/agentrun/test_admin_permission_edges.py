@@ -1,5 +1,6 @@
 """A staff user without a role's permissions gets the same answer for an object that exists and one that does not:
 every custom admin view checks permission before it looks anything up (or creates anything)."""
+
 import re
 
 import pytest
@@ -54,8 +55,10 @@ def test_an_approval_page_does_not_lead_to_its_run_without_permission(outsider, 
 
 def test_an_approval_page_leads_staff_to_its_run(staff_client, objects):
     response = staff_client.get(reverse("admin:agentrun_approval_change", args=[objects["approval"]]))
-    assert (response.status_code, response["Location"]) == (302, reverse("admin:agentrun_run_change",
-                                                                         args=[objects["run"]]))
+    assert (response.status_code, response["Location"]) == (
+        302,
+        reverse("admin:agentrun_run_change", args=[objects["run"]]),
+    )
     assert staff_client.get(reverse("admin:agentrun_approval_change", args=[MISSING])).status_code == 404
 
 

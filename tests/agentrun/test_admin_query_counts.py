@@ -2,6 +2,7 @@
 
 A supervisor's admin pages read the calls waiting for approval once (the count in the header); the
 ticket list reads the accounts for its filter; the dashboard reads the review backlog."""
+
 import pytest
 from django.urls import reverse
 
@@ -20,8 +21,9 @@ PAGES = [
 
 @pytest.mark.parametrize("rows", [10, 500])
 @pytest.mark.parametrize("name,url,bound", PAGES, ids=[p[0] for p in PAGES])
-def test_page_queries_stay_bounded(supervisor_client, supervisor_user, demo, django_assert_max_num_queries,
-                                   rows, name, url, bound):
+def test_page_queries_stay_bounded(
+    supervisor_client, supervisor_user, demo, django_assert_max_num_queries, rows, name, url, bound
+):
     from staff.reviews import packet_review
 
     runs = make_runs(rows)

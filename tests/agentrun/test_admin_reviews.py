@@ -1,4 +1,5 @@
 """The review queue: pending first, oldest first; accept or reject with a note; append-only history."""
+
 from datetime import UTC, datetime
 
 import pytest
@@ -76,9 +77,13 @@ def test_rejecting_needs_a_note(staff_client, demo):
 def test_reviews_are_history_never_edited(staff_user, supervisor_user, demo):
     packet = make_runs(1)[0].packet
     first, _ = packet_review(packet_id=packet.pk, reviewer=staff_user, decision="rejected", note="too vague")
-    packet_review(packet_id=packet.pk, reviewer=supervisor_user, decision="accepted", note="fine after all",
-                  change_decision=True)
-    assert list(PacketReview.objects.filter(packet=packet).values_list("decision", flat=True)) == ["rejected", "accepted"]
+    packet_review(
+        packet_id=packet.pk, reviewer=supervisor_user, decision="accepted", note="fine after all", change_decision=True
+    )
+    assert list(PacketReview.objects.filter(packet=packet).values_list("decision", flat=True)) == [
+        "rejected",
+        "accepted",
+    ]
     first.note = "rewritten"
     with pytest.raises(ValueError):
         first.save()
@@ -102,8 +107,10 @@ def test_review_history_page_is_read_only(staff_client, staff_user, demo):
     packet = make_runs(1)[0].packet
     review, _ = packet_review(packet_id=packet.pk, reviewer=staff_user, decision="accepted")
     assert staff_client.get(reverse("admin:agentrun_packetreview_changelist")).status_code == 200
-    assert staff_client.post(reverse("admin:agentrun_packetreview_delete", args=[review.pk]),
-                             {"post": "yes"}).status_code == 403
+    assert (
+        staff_client.post(reverse("admin:agentrun_packetreview_delete", args=[review.pk]), {"post": "yes"}).status_code
+        == 403
+    )
     assert PacketReview.objects.count() == 1
 
 
@@ -129,8 +136,7 @@ def _page(client, packet) -> str:
     return client.get(reverse("admin:agentrun_reviewpacket_change", args=[packet.pk])).content.decode()
 
 
-def test_a_reviewed_packet_shows_who_decided_when_in_the_viewers_zone_and_no_accept(staff_user, supervisor_user,
-                                                                                     demo):
+def test_a_reviewed_packet_shows_who_decided_when_in_the_viewers_zone_and_no_accept(staff_user, supervisor_user, demo):
     from tests.support.staff import client_for
 
     packet = make_runs(1)[0].packet
@@ -173,10 +179,12 @@ def test_another_decision_needs_change_decision_and_a_note(staff_client, staff_u
 def test_a_get_on_a_post_only_url_opens_the_page_of_its_object(staff_client, demo):
     run = make_runs(1)[0]
     review = staff_client.get(reverse("admin:agentrun_reviewpacket_review", args=[run.packet.pk]))
-    assert review.status_code == 302 and review["Location"] == reverse("admin:agentrun_reviewpacket_change",
-                                                                         args=[run.packet.pk])
+    assert review.status_code == 302 and review["Location"] == reverse(
+        "admin:agentrun_reviewpacket_change", args=[run.packet.pk]
+    )
     for name in ("agentrun_run_cancel", "agentrun_run_approval"):
         response = staff_client.get(reverse(f"admin:{name}", args=[run.pk]))
-        assert response.status_code == 302 and response["Location"] == reverse("admin:agentrun_run_change",
-                                                                                 args=[run.pk])
+        assert response.status_code == 302 and response["Location"] == reverse(
+            "admin:agentrun_run_change", args=[run.pk]
+        )
     assert not PacketReview.objects.exists()

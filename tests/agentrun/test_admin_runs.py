@@ -1,4 +1,5 @@
 """Runs in the admin: read-only, filterable; the detail page; cancelling; approvals of sensitive lookups."""
+
 from django.urls import reverse
 
 from engine.models import Approval, Run
@@ -18,7 +19,7 @@ def test_run_detail_shows_timeline_evidence_sources_budget_bars_and_plain_stop_r
     assert page.count('class="step-model_request"') == 3 and page.count('class="step-tool_attempt"') == 2
     assert "read_job_status" in page and "search_docs" in page
     assert 'id="evidence-E1"' in page and 'id="evidence-E2"' in page
-    assert "job: <span class=\"source\">J-42</span>" in page
+    assert 'job: <span class="source">J-42</span>' in page
     assert "DOC-EXPORT-7 revision r3" in page
     assert 'id="budget-bars"' in page and "Model requests" in page and "3 of 8" in page
     assert "$0.00 of $0.50" in page  # money in dollars

@@ -1,4 +1,5 @@
 """POST /api/tickets/{ref}/investigations: 202 with the run, Idempotency-Key, refusals that write nothing."""
+
 import pytest
 
 from engine.models import Run, RunRequest

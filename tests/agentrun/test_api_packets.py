@@ -1,4 +1,5 @@
 """GET /api/packets/{id} and POST /api/packets/{id}/review."""
+
 import json
 
 import pytest
@@ -36,8 +37,12 @@ def test_accept_then_a_changed_decision_are_appended(client, staff_user, supervi
     accepted = _post(client, packet.pk, {"decision": "accept"}, bearer(staff_user))
     assert accepted.status_code == 201 and accepted.json()["decision"] == "accepted"
     assert accepted.json()["reviewer"] == "staff"
-    rejected = _post(client, packet.pk, {"decision": "reject", "note": "  J-41 was meant  ", "change_decision": True},
-                     bearer(supervisor_user))
+    rejected = _post(
+        client,
+        packet.pk,
+        {"decision": "reject", "note": "  J-41 was meant  ", "change_decision": True},
+        bearer(supervisor_user),
+    )
     assert rejected.status_code == 201 and rejected.json()["note"] == "J-41 was meant"
     body = client.get(f"/api/packets/{packet.pk}", **bearer(staff_user)).json()
     assert [r["decision"] for r in body["reviews"]] == ["accepted", "rejected"]
@@ -45,7 +50,8 @@ def test_accept_then_a_changed_decision_are_appended(client, staff_user, supervi
 
 
 def test_a_new_decision_on_a_reviewed_packet_is_already_reviewed_unless_changed_with_a_note(
-        client, staff_user, supervisor_user, demo):
+    client, staff_user, supervisor_user, demo
+):
     packet = make_runs(1)[0].packet
     assert _post(client, packet.pk, {"decision": "accept"}, bearer(staff_user)).status_code == 201
     for user, body in [
@@ -54,11 +60,15 @@ def test_a_new_decision_on_a_reviewed_packet_is_already_reviewed_unless_changed_
         (supervisor_user, {"decision": "accept"}),  # accepted already, but by someone else: a decision of their own
     ]:
         _error(_post(client, packet.pk, body, bearer(user)), 409, "already_reviewed")
-    _error(_post(client, packet.pk, {"decision": "accept", "change_decision": True}, bearer(supervisor_user)),
-           422, "note_required")
+    _error(
+        _post(client, packet.pk, {"decision": "accept", "change_decision": True}, bearer(supervisor_user)),
+        422,
+        "note_required",
+    )
     assert list(PacketReview.objects.values_list("decision", flat=True)) == ["accepted"]
-    changed = _post(client, packet.pk, {"decision": "reject", "note": "Wrong job.", "change_decision": True},
-                    bearer(staff_user))
+    changed = _post(
+        client, packet.pk, {"decision": "reject", "note": "Wrong job.", "change_decision": True}, bearer(staff_user)
+    )
     assert changed.status_code == 201 and changed.json()["decision"] == "rejected"
     assert ReviewPacket.objects.get(pk=packet.pk).review_state == "rejected"
 
@@ -68,25 +78,30 @@ def test_the_same_decision_sent_again_adds_nothing(client, staff_user, demo):
     first = _post(client, packet.pk, {"decision": "accept"}, bearer(staff_user))
     again = _post(client, packet.pk, {"decision": "accept"}, bearer(staff_user))
     assert first.status_code == 201 and again.status_code == 200 and again.json() == first.json()
-    rejected = _post(client, packet.pk, {"decision": "reject", "note": "No.", "change_decision": True},
-                     bearer(staff_user))
-    retried = _post(client, packet.pk, {"decision": "reject", "note": "No.", "change_decision": True},
-                    bearer(staff_user))
+    rejected = _post(
+        client, packet.pk, {"decision": "reject", "note": "No.", "change_decision": True}, bearer(staff_user)
+    )
+    retried = _post(
+        client, packet.pk, {"decision": "reject", "note": "No.", "change_decision": True}, bearer(staff_user)
+    )
     assert rejected.status_code == 201 and retried.status_code == 200 and retried.json()["id"] == rejected.json()["id"]
     assert list(PacketReview.objects.values_list("decision", flat=True)) == ["accepted", "rejected"]
 
 
-@pytest.mark.parametrize("body,status,code", [
-    ({"decision": "reject"}, 422, "note_required"),
-    ({"decision": "reject", "note": "   "}, 422, "note_required"),
-    ({"decision": "ok"}, 422, "invalid_input"),
-    ({"decision": "accept", "note": 5}, 422, "invalid_input"),
-    ({"decision": "accept", "note": "x" * 2001}, 422, "invalid_input"),
-    ({"decision": "accept", "note": "nul \u0000 byte"}, 422, "invalid_input"),
-    ({"decision": "accept", "reviewer": "someone"}, 422, "invalid_input"),
-    ('{"decision": ', 400, "malformed_json"),
-    ('"accept"', 422, "invalid_input"),
-])
+@pytest.mark.parametrize(
+    "body,status,code",
+    [
+        ({"decision": "reject"}, 422, "note_required"),
+        ({"decision": "reject", "note": "   "}, 422, "note_required"),
+        ({"decision": "ok"}, 422, "invalid_input"),
+        ({"decision": "accept", "note": 5}, 422, "invalid_input"),
+        ({"decision": "accept", "note": "x" * 2001}, 422, "invalid_input"),
+        ({"decision": "accept", "note": "nul \u0000 byte"}, 422, "invalid_input"),
+        ({"decision": "accept", "reviewer": "someone"}, 422, "invalid_input"),
+        ('{"decision": ', 400, "malformed_json"),
+        ('"accept"', 422, "invalid_input"),
+    ],
+)
 def test_bad_reviews_write_nothing(client, staff_user, demo, body, status, code):
     packet = make_runs(1)[0].packet
     _error(_post(client, packet.pk, body, bearer(staff_user)), status, code)
@@ -109,9 +124,15 @@ def test_review_refusals(client, outsider, staff_user, demo):
 def test_openapi_schema_lists_every_path(client, demo):
     schema = client.get("/api/openapi.json").json()
     assert set(schema["paths"]) == {
-        "/api/tickets/{ref}/investigations", "/api/runs", "/api/runs/{run_id}", "/api/runs/{run_id}/cancel",
-        "/api/runs/{run_id}/approval", "/api/packets/{packet_id}", "/api/packets/{packet_id}/review",
-        "/api/tickets", "/api/intake/zendesk",
+        "/api/tickets/{ref}/investigations",
+        "/api/runs",
+        "/api/runs/{run_id}",
+        "/api/runs/{run_id}/cancel",
+        "/api/runs/{run_id}/approval",
+        "/api/packets/{packet_id}",
+        "/api/packets/{packet_id}/review",
+        "/api/tickets",
+        "/api/intake/zendesk",
         "/api/documents/{code}",
     }
     assert client.get("/api/docs").status_code == 200

@@ -1,4 +1,5 @@
 """GET /api/runs, GET /api/runs/{id}, POST /api/runs/{id}/cancel, POST /api/runs/{id}/approval."""
+
 import json
 
 import pytest
@@ -40,8 +41,9 @@ def test_list_filters(client, staff_user, demo):
     assert client.get("/api/runs?until=2999-01-01", **auth).json()["count"] == 10
 
 
-@pytest.mark.parametrize("query", ["status=DONE", "limit=0", "limit=101", "limit=ten", "offset=-1",
-                                   "since=yesterday", "ticket=%00"])
+@pytest.mark.parametrize(
+    "query", ["status=DONE", "limit=0", "limit=101", "limit=ten", "offset=-1", "since=yesterday", "ticket=%00"]
+)
 def test_bad_list_parameters_are_422(client, staff_user, demo, query):
     _error(client.get(f"/api/runs?{query}", **bearer(staff_user)), 422, "invalid_input")
 
@@ -60,9 +62,15 @@ def test_run_detail_has_the_timeline_evidence_and_budget(client, staff_user, tic
     assert body["stop_explanation"].startswith("The rule-based investigator returned a valid draft")
 
 
-@pytest.mark.parametrize("path,status,code", [("/api/runs/999999", 404, "not_found"), ("/api/runs/0", 422, "invalid_input"),
-                                              ("/api/runs/99999999999999999999", 422, "invalid_input"),
-                                              ("/api/runs/abc", 422, "invalid_input")])
+@pytest.mark.parametrize(
+    "path,status,code",
+    [
+        ("/api/runs/999999", 404, "not_found"),
+        ("/api/runs/0", 422, "invalid_input"),
+        ("/api/runs/99999999999999999999", 422, "invalid_input"),
+        ("/api/runs/abc", 422, "invalid_input"),
+    ],
+)
 def test_bad_run_ids(client, staff_user, demo, path, status, code):
     _error(client.get(path, **bearer(staff_user)), status, code)
 
@@ -115,59 +123,98 @@ def waiting_run(client, supervisor_user, ticket_t1001) -> int:
 def test_approval_grant_resumes_the_run(client, supervisor_user, waiting_run):
     detail = client.get(f"/api/runs/{waiting_run}", **bearer(supervisor_user)).json()
     assert detail["pending_call"]["tool"] == "read_job_status" and detail["pending_call"]["args"] == {"job_id": "J-42"}
-    response = client.post(f"/api/runs/{waiting_run}/approval", {"decision": "grant"},
-                           content_type="application/json", **bearer(supervisor_user))
+    response = client.post(
+        f"/api/runs/{waiting_run}/approval",
+        {"decision": "grant"},
+        content_type="application/json",
+        **bearer(supervisor_user),
+    )
     assert response.status_code == 200 and response.json()["status"] == "COMPLETED"
     assert Approval.objects.get(run_id=waiting_run).state == "used"
-    again = client.post(f"/api/runs/{waiting_run}/approval", {"decision": "grant"},
-                        content_type="application/json", **bearer(supervisor_user))
+    again = client.post(
+        f"/api/runs/{waiting_run}/approval",
+        {"decision": "grant"},
+        content_type="application/json",
+        **bearer(supervisor_user),
+    )
     _error(again, 409, "not_waiting")
 
 
 def test_approval_deny_ends_the_run(client, supervisor_user, waiting_run):
-    body = client.post(f"/api/runs/{waiting_run}/approval", {"decision": "deny"},
-                       content_type="application/json", **bearer(supervisor_user)).json()
+    body = client.post(
+        f"/api/runs/{waiting_run}/approval",
+        {"decision": "deny"},
+        content_type="application/json",
+        **bearer(supervisor_user),
+    ).json()
     assert (body["status"], body["detail"]) == ("INVALID_OR_FORBIDDEN", "approval_denied")
 
 
 def test_staff_may_not_answer_approvals(client, staff_user, waiting_run):
     before = _state()
-    _error(client.post(f"/api/runs/{waiting_run}/approval", {"decision": "grant"},
-                       content_type="application/json", **bearer(staff_user)), 403, "forbidden")
+    _error(
+        client.post(
+            f"/api/runs/{waiting_run}/approval",
+            {"decision": "grant"},
+            content_type="application/json",
+            **bearer(staff_user),
+        ),
+        403,
+        "forbidden",
+    )
     assert _state() == before and Approval.objects.get().state == "pending"
 
 
-@pytest.mark.parametrize("body,status,code", [
-    ('{"decision": "maybe"}', 422, "invalid_input"),
-    ('{"decision": 1}', 422, "invalid_input"),
-    ('{"decision": "grant", "extra": true}', 422, "invalid_input"),
-    ("{}", 422, "invalid_input"),
-    ('{"decision": "grant"', 400, "malformed_json"),
-    ("[1, 2]", 422, "invalid_input"),
-    ("\xff\xfe", 400, "malformed_json"),
-])
+@pytest.mark.parametrize(
+    "body,status,code",
+    [
+        ('{"decision": "maybe"}', 422, "invalid_input"),
+        ('{"decision": 1}', 422, "invalid_input"),
+        ('{"decision": "grant", "extra": true}', 422, "invalid_input"),
+        ("{}", 422, "invalid_input"),
+        ('{"decision": "grant"', 400, "malformed_json"),
+        ("[1, 2]", 422, "invalid_input"),
+        ("\xff\xfe", 400, "malformed_json"),
+    ],
+)
 def test_bad_approval_bodies_change_nothing(client, supervisor_user, waiting_run, body, status, code):
     before = _state()
-    _error(client.post(f"/api/runs/{waiting_run}/approval", body, content_type="application/json",
-                       **bearer(supervisor_user)), status, code)
+    _error(
+        client.post(
+            f"/api/runs/{waiting_run}/approval", body, content_type="application/json", **bearer(supervisor_user)
+        ),
+        status,
+        code,
+    )
     assert _state() == before and Approval.objects.get().state == "pending"
 
 
 def test_a_huge_approval_body_is_413(client, supervisor_user, demo):
     run = make_runs(1)[0]
     body = json.dumps({"decision": "grant", "pad": "x" * 100_000})
-    _error(client.post(f"/api/runs/{run.pk}/approval", body, content_type="application/json",
-                       **bearer(supervisor_user)), 413, "body_too_large")
+    _error(
+        client.post(f"/api/runs/{run.pk}/approval", body, content_type="application/json", **bearer(supervisor_user)),
+        413,
+        "body_too_large",
+    )
 
 
-@pytest.mark.parametrize("query", ["since=1969-09-11T09:15:45.92%2B21:11", "until=0001-01-01T00:00:00%2B01:00",
-                                   "since=9999-12-31T23:59:59-23:00"])
+@pytest.mark.parametrize(
+    "query",
+    ["since=1969-09-11T09:15:45.92%2B21:11", "until=0001-01-01T00:00:00%2B01:00", "since=9999-12-31T23:59:59-23:00"],
+)
 def test_extreme_times_are_refused_not_a_server_error(client, staff_user, demo, query):
     _error(client.get(f"/api/runs?{query}", **bearer(staff_user)), 422, "invalid_input")
 
 
-@pytest.mark.parametrize("query", ["since=1970-01-01T00:00:00%2B23:59", "until=9998-12-31T23:59:59-23:59",
-                                   "since=9998-12-31T23:59:59.999999-23:59&until=1970-01-01"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "since=1970-01-01T00:00:00%2B23:59",
+        "until=9998-12-31T23:59:59-23:59",
+        "since=9998-12-31T23:59:59.999999-23:59&until=1970-01-01",
+    ],
+)
 def test_times_at_the_edges_of_the_accepted_years_are_answered(client, staff_user, demo, query):
     response = client.get(f"/api/runs?{query}", **bearer(staff_user))
     assert response.status_code == 200 and response.json()["count"] >= 0
@@ -187,8 +234,12 @@ def test_an_approval_after_the_deadline_is_refused_as_expired(client, supervisor
     from django.utils import timezone
 
     Run.objects.filter(pk=waiting_run).update(deadline_at=timezone.now() - timedelta(seconds=1))  # time has run out
-    response = client.post(f"/api/runs/{waiting_run}/approval", {"decision": "grant"},
-                           content_type="application/json", **bearer(supervisor_user))
+    response = client.post(
+        f"/api/runs/{waiting_run}/approval",
+        {"decision": "grant"},
+        content_type="application/json",
+        **bearer(supervisor_user),
+    )
     _error(response, 409, "approval_expired")
     run = Run.objects.get(pk=waiting_run)  # the answer is not recorded; the run ends at its deadline
     assert run.tool_attempts == 0 and run.status == "DEADLINE"

@@ -1,4 +1,5 @@
 """Approvals people can answer: why, who hears of it, expiry, a denial's reason, the start-up warning."""
+
 from __future__ import annotations
 
 import json
@@ -63,8 +64,12 @@ def test_the_webhook_gets_an_approval_waiting_event(ticket_t1001, roles, hook):
     assert (event["type"], got.headers["X-Supportagent-Event"]) == ("approval.waiting", "approval.waiting")
     assert event["run"]["id"] == run.pk and event["run"]["status"] == "WAITING_APPROVAL"
     assert event["run"]["url"].endswith(f"/admin/agentrun/run/{run.pk}/change/")
-    assert event["approval"] == {"id": run.approvals.get().pk, "tool": "read_job_status", "args": {"job_id": "J-42"},
-                                 "reason": "Job J-42 is marked sensitive: looking it up needs approval."}
+    assert event["approval"] == {
+        "id": run.approvals.get().pk,
+        "tool": "read_job_status",
+        "args": {"job_id": "J-42"},
+        "reason": "Job J-42 is marked sensitive: looking it up needs approval.",
+    }
 
 
 def test_an_expired_approval_is_refused_and_the_run_ends_at_its_deadline(waiting, supervisor_user):
@@ -83,8 +88,12 @@ def test_an_expired_approval_is_refused_and_the_run_ends_at_its_deadline(waiting
 
 def test_the_api_refuses_an_expired_approval(client, waiting, supervisor_user):
     _expire(waiting)
-    response = client.post(f"/api/runs/{waiting.pk}/approval", {"decision": "grant"},
-                           content_type="application/json", **bearer(supervisor_user))
+    response = client.post(
+        f"/api/runs/{waiting.pk}/approval",
+        {"decision": "grant"},
+        content_type="application/json",
+        **bearer(supervisor_user),
+    )
     assert response.status_code == 409 and response.json()["code"] == "approval_expired"
     assert (waiting.approvals.get().state, waiting.approvals.get().decided_by) == ("expired", "")
     assert Run.objects.get(pk=waiting.pk).status == "DEADLINE"
@@ -98,8 +107,12 @@ def test_an_approval_of_an_ended_run_is_refused(waiting, supervisor_user):
 
 
 def test_a_denial_keeps_its_reason_on_the_approval_and_the_packet(client, waiting, supervisor_user):
-    body = client.post(f"/api/runs/{waiting.pk}/approval", {"decision": "deny", "reason": "Legal hold on J-42."},
-                       content_type="application/json", **bearer(supervisor_user)).json()
+    body = client.post(
+        f"/api/runs/{waiting.pk}/approval",
+        {"decision": "deny", "reason": "Legal hold on J-42."},
+        content_type="application/json",
+        **bearer(supervisor_user),
+    ).json()
     assert (body["status"], body["detail"]) == ("INVALID_OR_FORBIDDEN", "approval_denied")
     approval = Approval.objects.get(run=waiting)
     assert (approval.state, approval.note, approval.decided_by) == ("denied", "Legal hold on J-42.", "supervisor")
@@ -166,8 +179,10 @@ def test_the_run_and_packet_pages_list_the_approvals_asked_for(waiting, supervis
     client = client_for(supervisor_user)
     page = client.get(reverse("admin:agentrun_run_change", args=[waiting.pk]))
     assert page.status_code == 200
-    assert 'id="approvals"' in page.content.decode() and "read_job_status {&quot;job_id&quot;: &quot;J-42&quot;}" in \
-        page.content.decode()
+    assert (
+        'id="approvals"' in page.content.decode()
+        and "read_job_status {&quot;job_id&quot;: &quot;J-42&quot;}" in page.content.decode()
+    )
     do_answer_approval(user=supervisor_user, run_id=waiting.pk, grant=False, note="Legal hold.")
     packet = Run.objects.get(pk=waiting.pk).packet
     shown = client.get(reverse("admin:agentrun_reviewpacket_change", args=[packet.pk])).content.decode()

@@ -1,4 +1,5 @@
 """An ACME session can never read GLOBEX data: not through the policy, not by calling a backend (CONFORMANCE §4)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -49,8 +50,10 @@ def test_the_policy_refuses_other_accounts_missing_jobs_and_unverified_sessions(
     assert TOOLS["read_job_status"].policy(scope(session), job(job_id)) is False
 
 
-@pytest.mark.parametrize("tool, args", [("search_docs", {"query": "export", "max_results": 3}),
-                                        ("read_service_status", {"service": "billing"})])
+@pytest.mark.parametrize(
+    "tool, args",
+    [("search_docs", {"query": "export", "max_results": 3}), ("read_service_status", {"service": "billing"})],
+)
 def test_docs_and_service_status_are_open_to_every_session(anon_session, dana_session, globex_session, tool, args):
     for session in (anon_session, dana_session, globex_session):
         assert TOOLS[tool].policy(scope(session), args) is True
@@ -100,8 +103,9 @@ def test_the_job_backend_returns_only_the_sessions_own_job(dana_session):
 
 def test_search_never_returns_a_private_document(anon_session):
     private = Document.objects.create(code="DOC-INTERNAL-1", title="Export internals", public=False)
-    DocumentRevision.objects.create(document=private, number=1, is_current=True, body="export export export",
-                                    published_at="2026-01-01T00:00:00Z")
+    DocumentRevision.objects.create(
+        document=private, number=1, is_current=True, body="export export export", published_at="2026-01-01T00:00:00Z"
+    )
     result = TOOLS["search_docs"].backend(scope(anon_session), {"query": "export", "max_results": 5})
     assert result.content["results"]
     assert "DOC-INTERNAL-1" not in {r["id"] for r in result.content["results"]}
@@ -133,10 +137,14 @@ def test_an_unverified_session_cannot_read_jobs(play):
 
 
 def test_an_unverified_session_can_search_docs_and_read_service_status(play):
-    report = play([{"call": {"tool": "search_docs", "args": {"query": "export role"}}},
-                   {"call": {"tool": "read_service_status", "args": {"service": "EXPORT"}}},
-                   {"draft": {"summary": "s", "evidence": ["E1", "E2"], "open_questions": []}}],
-                  session="S-ACME-ANON")
+    report = play(
+        [
+            {"call": {"tool": "search_docs", "args": {"query": "export role"}}},
+            {"call": {"tool": "read_service_status", "args": {"service": "EXPORT"}}},
+            {"draft": {"summary": "s", "evidence": ["E1", "E2"], "open_questions": []}},
+        ],
+        session="S-ACME-ANON",
+    )
     assert report["status"] == "COMPLETED"
     assert [d["outcome"] for d in report["dispatched"]] == ["ok", "ok"]
 

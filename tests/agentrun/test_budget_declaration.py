@@ -1,4 +1,5 @@
 """Budget is the one declaration of a budget's fields: the schema, the defaults model and its form follow it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, fields

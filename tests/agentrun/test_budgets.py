@@ -1,4 +1,5 @@
 """What a run may still spend (CONFORMANCE §2, §3). Pure: no database."""
+
 from __future__ import annotations
 
 import json
@@ -20,7 +21,12 @@ from engine.statuses import Status, Stop
 
 def test_defaults_are_the_contracts():
     b = Budget.from_mapping(None)
-    assert (b.max_model_requests, b.max_tool_attempts, b.deadline_seconds, b.operation_timeout_seconds) == (8, 6, 45, 10)
+    assert (b.max_model_requests, b.max_tool_attempts, b.deadline_seconds, b.operation_timeout_seconds) == (
+        8,
+        6,
+        45,
+        10,
+    )
     assert (b.max_input_tokens, b.max_output_tokens, b.max_total_tokens) == (8000, 1000, 60000)
     assert (b.max_cost_micros, b.max_tool_result_chars, b.max_read_retries) == (500000, 4000, 1)
     assert b == Budget()
@@ -162,8 +168,11 @@ def test_an_operation_waits_at_most_the_timeout_or_the_time_left(timeout, time_l
 
 
 def test_allowances_never_go_negative():
-    left = allowances(Budget(max_model_requests=2, max_tool_attempts=1, max_total_tokens=10),
-                      Usage(model_requests=5, tool_attempts=3, tokens_used=50), -3.0)
+    left = allowances(
+        Budget(max_model_requests=2, max_tool_attempts=1, max_total_tokens=10),
+        Usage(model_requests=5, tool_attempts=3, tokens_used=50),
+        -3.0,
+    )
     assert left == {"model_requests_left": 0, "tool_attempts_left": 0, "tokens_left": 0, "seconds_left": 0.0}
 
 
@@ -236,9 +245,20 @@ def test_a_price_from_zero_to_the_highest_is_kept_exactly(price, kept):
 @pytest.mark.parametrize(
     "price",
     [
-        "1000000.000001", 1000001, 1e6 + 0.5, "1E+7",  # above the highest
-        "-0.000001", -1,  # below zero
-        "Infinity", "-Infinity", "inf", float("inf"), float("-inf"), "NaN", "sNaN", float("nan"),  # not finite
+        "1000000.000001",
+        1000001,
+        1e6 + 0.5,
+        "1E+7",  # above the highest
+        "-0.000001",
+        -1,  # below zero
+        "Infinity",
+        "-Infinity",
+        "inf",
+        float("inf"),
+        float("-inf"),
+        "NaN",
+        "sNaN",
+        float("nan"),  # not finite
     ],
 )
 def test_a_price_above_the_highest_below_zero_or_not_finite_is_refused(price):
@@ -259,8 +279,11 @@ def test_a_price_text_that_is_not_a_decimal_says_so(price):
 
 
 def test_the_tokens_shown_left_subtract_what_is_spent_and_what_is_reserved():
-    left = allowances(Budget(max_model_requests=8, max_tool_attempts=6, max_total_tokens=1000),
-                      Usage(model_requests=3, tool_attempts=2, tokens_used=300, tokens_reserved=200), 12.0)
+    left = allowances(
+        Budget(max_model_requests=8, max_tool_attempts=6, max_total_tokens=1000),
+        Usage(model_requests=3, tool_attempts=2, tokens_used=300, tokens_reserved=200),
+        12.0,
+    )
     assert left == {"model_requests_left": 5, "tool_attempts_left": 4, "tokens_left": 500, "seconds_left": 12.0}
 
 

@@ -1,4 +1,5 @@
 """Bad configuration stops a process with the setting named; bad command arguments get a clear error and change nothing."""
+
 from __future__ import annotations
 
 from io import StringIO
@@ -31,8 +32,12 @@ def test_a_duration_setting_must_be_a_finite_positive_number(value):
 
 @pytest.mark.parametrize(
     "name, value",
-    [("AGENT_OPENAI_OUTPUT_CAP_FIELD", "max_output_tokens"), ("AGENT_OPENAI_PARALLEL_TOOL_CALLS", "no"),
-     ("AGENT_OPENAI_TOOL_CHOICE", "auto"), ("AGENT_LOG_PROMPTS", "full")],
+    [
+        ("AGENT_OPENAI_OUTPUT_CAP_FIELD", "max_output_tokens"),
+        ("AGENT_OPENAI_PARALLEL_TOOL_CALLS", "no"),
+        ("AGENT_OPENAI_TOOL_CHOICE", "auto"),
+        ("AGENT_LOG_PROMPTS", "full"),
+    ],
 )
 def test_a_choice_setting_outside_its_choices_stops_the_process(name, value):
     done = manage_check(**{name: value})
@@ -41,8 +46,14 @@ def test_a_choice_setting_outside_its_choices_stops_the_process(name, value):
 
 
 def test_choice_settings_read_case_insensitively():
-    assert manage_check(AGENT_OPENAI_OUTPUT_CAP_FIELD="MAX_TOKENS", AGENT_OPENAI_PARALLEL_TOOL_CALLS="Omit",
-                        AGENT_LOG_PROMPTS="Redacted").returncode == 0
+    assert (
+        manage_check(
+            AGENT_OPENAI_OUTPUT_CAP_FIELD="MAX_TOKENS",
+            AGENT_OPENAI_PARALLEL_TOOL_CALLS="Omit",
+            AGENT_LOG_PROMPTS="Redacted",
+        ).returncode
+        == 0
+    )
 
 
 def test_investigate_refuses_a_ticket_whose_run_is_still_going(demo_committed):
@@ -87,18 +98,28 @@ def test_run_scenario_refuses_a_file_that_is_not_utf8(demo_committed, tmp_path):
     assert not Run.objects.exists()
 
 
-@pytest.mark.parametrize("name, value, message", [
-    ("AGENT_METRICS_ALLOWED", "10.0.0.0/8, intranet", "AGENT_METRICS_ALLOWED must list IP addresses or networks"),
-    ("AGENT_METRICS_PORT", "70000", "AGENT_METRICS_PORT must be a port number"),
-    ("AGENT_METRICS_PORT", "metrics", "AGENT_METRICS_PORT must be a port number"),
-    ("AGENT_METRICS_TOKEN", "short", "AGENT_METRICS_TOKEN must be at least 24"),
-    ("AGENT_LOG_FORMAT", "xml", "AGENT_LOG_FORMAT must be one of plain, json"),
-])
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("AGENT_METRICS_ALLOWED", "10.0.0.0/8, intranet", "AGENT_METRICS_ALLOWED must list IP addresses or networks"),
+        ("AGENT_METRICS_PORT", "70000", "AGENT_METRICS_PORT must be a port number"),
+        ("AGENT_METRICS_PORT", "metrics", "AGENT_METRICS_PORT must be a port number"),
+        ("AGENT_METRICS_TOKEN", "short", "AGENT_METRICS_TOKEN must be at least 24"),
+        ("AGENT_LOG_FORMAT", "xml", "AGENT_LOG_FORMAT must be one of plain, json"),
+    ],
+)
 def test_a_bad_monitoring_setting_stops_the_process(name, value, message):
     done = manage_check(**{name: value})
     assert done.returncode != 0 and message in done.stderr
 
 
 def test_monitoring_settings_that_fit_start():
-    assert manage_check(AGENT_METRICS_ALLOWED="10.0.0.0/8, ::1, 192.168.1.7", AGENT_METRICS_PORT="9101",
-                        AGENT_METRICS_TOKEN="t" * 8 + "0123456789abcdef", AGENT_LOG_FORMAT="JSON").returncode == 0
+    assert (
+        manage_check(
+            AGENT_METRICS_ALLOWED="10.0.0.0/8, ::1, 192.168.1.7",
+            AGENT_METRICS_PORT="9101",
+            AGENT_METRICS_TOKEN="t" * 8 + "0123456789abcdef",
+            AGENT_LOG_FORMAT="JSON",
+        ).returncode
+        == 0
+    )

@@ -1,4 +1,5 @@
 """A crash can never make a spent request or a dispatched attempt disappear; resuming never resets counters."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -31,8 +32,12 @@ def worker_dies(run_id: int) -> None:
 
 
 def test_a_request_in_flight_at_a_crash_stays_counted_and_charged(ticket_t1001):
-    run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": [J42, J42, DRAFT]},
-                    resume_from={"model_requests": 1})
+    run = run_start(
+        ticket=ticket_t1001,
+        model_name="replay",
+        model_script={"model": [J42, J42, DRAFT]},
+        resume_from={"model_requests": 1},
+    )
     step = run_begin(run_id=run.pk, owner="worker-that-dies")
     assert isinstance(step.op, ModelOp)
     assert Run.objects.get(pk=run.pk).model_requests == 2  # committed before the request was made
@@ -58,13 +63,16 @@ def test_a_dispatch_in_flight_at_a_crash_stays_counted_and_is_reported_interrupt
     report = run_report(run_id=run.pk)
     assert report["status"] == "COMPLETED"
     assert [(d["tool"], d["outcome"]) for d in report["dispatched"]] == [
-        ("read_job_status", "interrupted"), ("search_docs", "ok")]
+        ("read_job_status", "interrupted"),
+        ("search_docs", "ok"),
+    ]
     assert (report["tool_attempts"], report["model_requests"]) == (2, 3)
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="ends its own PostgreSQL session")
 def test_a_step_whose_commit_landed_before_its_connection_was_lost_is_kept_and_the_run_goes_on(
-        ticket_t1001, monkeypatch):
+    ticket_t1001, monkeypatch
+):
     """The step reserving the first dispatch commits; then the server ends the session, so the
     loop never hears that it did. Its retry finds the run one version on, still its own: nothing
     is discarded, and the run resumes at once (the reserved attempt is settled as interrupted)."""
@@ -86,7 +94,9 @@ def test_a_step_whose_commit_landed_before_its_connection_was_lost_is_kept_and_t
     assert tries[:2] == [False, True]
     assert report["status"] == "COMPLETED"
     assert [(d["tool"], d["outcome"]) for d in report["dispatched"]] == [
-        ("read_job_status", "interrupted"), ("search_docs", "ok")]
+        ("read_job_status", "interrupted"),
+        ("search_docs", "ok"),
+    ]
     assert (report["tool_attempts"], report["model_requests"]) == (2, 3)
     assert not Observation.objects.filter(run=run, kind=Observation.Kind.DISCARDED).exists()
 
@@ -100,8 +110,14 @@ def other():
     import psycopg
 
     s = connection.settings_dict
-    conn = psycopg.connect(dbname=s["NAME"], host=s["HOST"] or None, port=s["PORT"] or None,
-                           user=s["USER"] or None, password=s["PASSWORD"] or None, autocommit=True)
+    conn = psycopg.connect(
+        dbname=s["NAME"],
+        host=s["HOST"] or None,
+        port=s["PORT"] or None,
+        user=s["USER"] or None,
+        password=s["PASSWORD"] or None,
+        autocommit=True,
+    )
     yield conn
     conn.close()
 

@@ -1,4 +1,5 @@
 """The outcomes dashboard: the numbers, the server-drawn charts, the CSV exports, and who may see them."""
+
 import csv
 import io
 import re
@@ -27,8 +28,13 @@ def five_runs(demo, supervisor_user):
 def test_outcomes_numbers(five_runs):
     out = outcomes(period=period_parse(first=None, last=None))
     assert out.total_runs == 5
-    assert dict(out.by_stop_reason) == {"COMPLETED": 1, "NEEDS_HELP": 1, "NO_PROGRESS": 1,
-                                        "INVALID_OR_FORBIDDEN": 1, "TOOL_LIMIT": 1}
+    assert dict(out.by_stop_reason) == {
+        "COMPLETED": 1,
+        "NEEDS_HELP": 1,
+        "NO_PROGRESS": 1,
+        "INVALID_OR_FORBIDDEN": 1,
+        "TOOL_LIMIT": 1,
+    }
     assert out.completion_rate == 0.2 and out.acceptance_rate == 0.5
     assert out.medians == {"model_requests": 2, "tool_attempts": 2, "tokens": 1002, "cost_micros": 20}
     assert out.total_cost_micros == 100 and out.cost_per_accepted_micros == 100
@@ -40,12 +46,13 @@ def test_outcomes_numbers(five_runs):
 def test_the_acceptance_rate_counts_each_packets_latest_decision_once(five_runs, supervisor_user, staff_user):
     accepted, rejected = five_runs[0].packet.pk, five_runs[1].packet.pk
     packet_review(packet_id=accepted, reviewer=supervisor_user, decision="accepted")  # sent twice: adds nothing
-    packet_review(packet_id=rejected, reviewer=staff_user, decision="accepted", note="J-42 after all",
-                  change_decision=True)
-    packet_review(packet_id=accepted, reviewer=staff_user, decision="rejected", note="Wrong job.",
-                  change_decision=True)
-    packet_review(packet_id=accepted, reviewer=supervisor_user, decision="accepted", note="Right job.",
-                  change_decision=True)
+    packet_review(
+        packet_id=rejected, reviewer=staff_user, decision="accepted", note="J-42 after all", change_decision=True
+    )
+    packet_review(packet_id=accepted, reviewer=staff_user, decision="rejected", note="Wrong job.", change_decision=True)
+    packet_review(
+        packet_id=accepted, reviewer=supervisor_user, decision="accepted", note="Right job.", change_decision=True
+    )
     out = outcomes(period=period_parse(first=None, last=None))
     assert (out.accepted, out.reviewed, out.acceptance_rate) == (2, 2, 1.0)
     assert len(out.review_seconds) == 2  # the time to a packet's first review, once per packet
@@ -57,9 +64,19 @@ def test_period_excludes_runs_outside_it(five_runs):
     assert out.total_runs == 0 and out.by_stop_reason == [] and out.completion_rate == 0
 
 
-@pytest.mark.parametrize("first,last", [("2026-13-01", None), ("2026-05-02", "2026-05-01"), ("x", "y"),
-                                        ("9999-12-31", "9999-12-31"), (None, "0001-01-01"), ("0001-01-01", None),
-                                        ("1969-12-31", "1970-01-05"), (None, "99999-01-01")])
+@pytest.mark.parametrize(
+    "first,last",
+    [
+        ("2026-13-01", None),
+        ("2026-05-02", "2026-05-01"),
+        ("x", "y"),
+        ("9999-12-31", "9999-12-31"),
+        (None, "0001-01-01"),
+        ("0001-01-01", None),
+        ("1969-12-31", "1970-01-05"),
+        (None, "99999-01-01"),
+    ],
+)
 def test_bad_periods_are_refused(first, last):
     with pytest.raises(PeriodError):
         period_parse(first=first, last=last, today=date(2026, 12, 1))
@@ -151,8 +168,10 @@ def unknown_tools(five_runs):
 
 
 def test_tool_names_not_in_the_dispatch_table_are_one_unknown_tool_row(unknown_tools):
-    rates = [(t.tool, t.runs_proposing, t.no_progress, t.invalid_or_forbidden)
-             for t in outcomes(period=period_parse(first=None, last=None)).tool_rates]
+    rates = [
+        (t.tool, t.runs_proposing, t.no_progress, t.invalid_or_forbidden)
+        for t in outcomes(period=period_parse(first=None, last=None)).tool_rates
+    ]
     assert rates == [("read_job_status", 5, 0, 0), (UNKNOWN_TOOL, 2, 1, 1)]
 
 
@@ -161,7 +180,9 @@ def test_unknown_tool_names_reach_neither_the_page_nor_the_csv(supervisor_client
     assert "unknown tool · Repeated the last lookup" in page
     assert "1+1" not in page and "HYPERLINK" not in page and "SUM(A1)" not in page
     assert _csv(supervisor_client, "tool-rates")[1:] == [
-        ["read_job_status", "5", "0", "0.0", "0", "0.0"], ["unknown tool", "2", "1", "0.5", "1", "0.5"]]
+        ["read_job_status", "5", "0", "0.0", "0", "0.0"],
+        ["unknown tool", "2", "1", "0.5", "1", "0.5"],
+    ]
 
 
 def test_csv_cells_that_would_start_a_formula_are_quoted(supervisor_client, five_runs):
@@ -176,11 +197,21 @@ def _day(offset: int) -> str:
 
 
 def test_the_daily_trend_counts_runs_per_day_by_outcome_and_days_without_runs_are_zero(supervisor_client, five_runs):
-    rows = list(csv.reader(io.StringIO(supervisor_client.get(
-        reverse("outcomes-csv", args=["daily"]) + f"?first={_day(2)}&last={_day(0)}").content.decode())))
-    assert rows == [["day", "completed", "handed_to_a_person", "other_endings", "not_ended", "runs"],
-                    [_day(2), "0", "0", "0", "0", "0"], [_day(1), "0", "0", "0", "0", "0"],
-                    [_day(0), "1", "1", "3", "0", "5"]]
+    rows = list(
+        csv.reader(
+            io.StringIO(
+                supervisor_client.get(
+                    reverse("outcomes-csv", args=["daily"]) + f"?first={_day(2)}&last={_day(0)}"
+                ).content.decode()
+            )
+        )
+    )
+    assert rows == [
+        ["day", "completed", "handed_to_a_person", "other_endings", "not_ended", "runs"],
+        [_day(2), "0", "0", "0", "0", "0"],
+        [_day(1), "0", "0", "0", "0", "0"],
+        [_day(0), "1", "1", "3", "0", "5"],
+    ]
 
 
 def test_a_run_not_ended_yet_is_its_own_series_in_the_trend(five_runs):
@@ -191,8 +222,8 @@ def test_a_run_not_ended_yet_is_its_own_series_in_the_trend(five_runs):
 
 def test_the_trend_chart_links_each_bar_to_its_runs_for_that_day(supervisor_client, five_runs):
     page = supervisor_client.get(reverse("outcomes") + f"?first={_day(6)}&last={_day(0)}").content.decode()
-    chart = page[page.index('aria-label="Runs per day by outcome"'):]
-    chart = chart[:chart.index("</svg>")]
+    chart = page[page.index('aria-label="Runs per day by outcome"') :]
+    chart = chart[: chart.index("</svg>")]
     links = re.findall(r'<a href="([^"]+)" class="bar-link">', chart)
     assert len(links) == 3  # today's completed, handed-over and other endings; the empty days draw nothing
     changelist = reverse("admin:agentrun_run_changelist")
@@ -202,17 +233,20 @@ def test_the_trend_chart_links_each_bar_to_its_runs_for_that_day(supervisor_clie
     assert [r.status for r in shown.context["cl"].result_list] == ["NEEDS_HELP"]
     other = [link for link in links if "NO_PROGRESS" in link][0].replace("&amp;", "&")
     assert sorted(r.status for r in supervisor_client.get(other).context["cl"].result_list) == [
-        "INVALID_OR_FORBIDDEN", "NO_PROGRESS", "TOOL_LIMIT"]
+        "INVALID_OR_FORBIDDEN",
+        "NO_PROGRESS",
+        "TOOL_LIMIT",
+    ]
 
 
 def test_stop_reason_bars_and_rows_link_to_the_runs_of_the_period(supervisor_client, five_runs):
     last_week = f"?first={_day(7)}&last={_day(7)}"
     page = supervisor_client.get(reverse("outcomes") + f"?first={_day(3)}&last={_day(0)}").content.decode()
-    chart = page[page.index('aria-label="Runs by stop reason"'):]
-    links = re.findall(r'<a href="([^"]+)" class="bar-link">', chart[:chart.index("</svg>")])
+    chart = page[page.index('aria-label="Runs by stop reason"') :]
+    links = re.findall(r'<a href="([^"]+)" class="bar-link">', chart[: chart.index("</svg>")])
     assert len(links) == 5
     completed = [link for link in links if "status__in=COMPLETED&" in link.replace("&amp;", "&")][0]
-    assert completed.replace("&amp;", "&") in page[page.index('id="stop-rows"'):].replace("&amp;", "&")
+    assert completed.replace("&amp;", "&") in page[page.index('id="stop-rows"') :].replace("&amp;", "&")
     assert len(supervisor_client.get(completed.replace("&amp;", "&")).context["cl"].result_list) == 1
     empty = supervisor_client.get(reverse("outcomes") + last_week).content.decode()
     assert "bar-link" not in empty
@@ -220,7 +254,7 @@ def test_stop_reason_bars_and_rows_link_to_the_runs_of_the_period(supervisor_cli
 
 def test_money_on_the_dashboard_is_in_dollars_and_micro_dollars_only_in_the_csv(supervisor_client, five_runs):
     page = supervisor_client.get(reverse("outcomes")).content.decode()
-    per_run = page[page.index('id="per-run"'):]
+    per_run = page[page.index('id="per-run"') :]
     assert "micro" not in per_run
     assert "<th>Total cost</th><td>$0.0001</td>" in per_run  # 100 micro-dollars
     assert "<th>Cost per accepted packet</th><td>$0.0001</td>" in per_run

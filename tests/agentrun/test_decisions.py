@@ -1,4 +1,5 @@
 """Parsing a reply and judging a proposed call (CONFORMANCE §1, §3). Pure: no database."""
+
 from __future__ import annotations
 
 import pytest
@@ -40,8 +41,15 @@ DOCS = {"tool": "search_docs", "args": {"query": "export"}}
         ({"handoff": "I need a human"}, Handoff("I need a human")),
         ({"handoff": {"reason": "a person should look"}}, Handoff("a person should look")),
     ],
-    ids=["one-call", "call-with-id", "list-of-one-is-one-call", "list-of-one-keeps-id", "unknown-tool-parses",
-         "handoff-text", "handoff-object"],
+    ids=[
+        "one-call",
+        "call-with-id",
+        "list-of-one-is-one-call",
+        "list-of-one-keeps-id",
+        "unknown-tool-parses",
+        "handoff-text",
+        "handoff-object",
+    ],
 )
 def test_well_formed_replies_parse_to_one_proposal(payload, expected):
     assert parse_reply(payload) == expected
@@ -103,12 +111,36 @@ def test_two_or_more_calls_are_multiple_calls_whatever_they_hold(calls):
         {"handoff": None},
     ],
     ids=[
-        "plain-text", "json-looking-text", "empty-text", "none", "number", "bare-list", "empty-object",
-        "unknown-key", "two-kinds-at-once", "empty-calls-list", "calls-is-text", "calls-is-object",
-        "calls-list-of-none", "call-none", "call-is-text", "tool-missing", "tool-none", "tool-number",
-        "tool-empty", "tool-list", "args-missing", "args-none", "args-list", "args-text",
-        "unknown-tool-without-args", "unknown-tool-args-text", "list-of-one-bad-args", "list-of-one-no-tool",
-        "handoff-number", "handoff-none",
+        "plain-text",
+        "json-looking-text",
+        "empty-text",
+        "none",
+        "number",
+        "bare-list",
+        "empty-object",
+        "unknown-key",
+        "two-kinds-at-once",
+        "empty-calls-list",
+        "calls-is-text",
+        "calls-is-object",
+        "calls-list-of-none",
+        "call-none",
+        "call-is-text",
+        "tool-missing",
+        "tool-none",
+        "tool-number",
+        "tool-empty",
+        "tool-list",
+        "args-missing",
+        "args-none",
+        "args-list",
+        "args-text",
+        "unknown-tool-without-args",
+        "unknown-tool-args-text",
+        "list-of-one-bad-args",
+        "list-of-one-no-tool",
+        "handoff-number",
+        "handoff-none",
     ],
 )
 def test_malformed_output_is_malformed(payload):
@@ -153,8 +185,9 @@ def _never(*_):
 @pytest.mark.parametrize("time_left", [0.0, -0.001, -100.0])
 def test_deadline_comes_before_everything(time_left):
     bad = Call("no_such_tool", {"x": 1}, "c1")
-    verdict = judge(bad, time_left=time_left, usage=SPENT, receipt_key=_never, authorized=_never,
-                    last_executed_key="whatever")
+    verdict = judge(
+        bad, time_left=time_left, usage=SPENT, receipt_key=_never, authorized=_never, last_executed_key="whatever"
+    )
     assert _stop(verdict) == (Status.DEADLINE, None)
 
 
@@ -176,8 +209,14 @@ def test_bad_arguments_come_before_receipts_and_authorization():
 
 def test_same_id_and_identical_call_reuses_the_receipt_before_authorization_repeat_and_budget():
     call = Call("read_job_status", {"job_id": " j-42 "}, "c1")
-    verdict = judge(call, receipt_key=lambda cid: J42_KEY if cid == "c1" else None, authorized=_never,
-                    last_executed_key=J42_KEY, usage=SPENT, needs_approval=_never)
+    verdict = judge(
+        call,
+        receipt_key=lambda cid: J42_KEY if cid == "c1" else None,
+        authorized=_never,
+        last_executed_key=J42_KEY,
+        usage=SPENT,
+        needs_approval=_never,
+    )
     assert isinstance(verdict, ReuseReceipt)
     assert verdict.call.args == {"job_id": "J-42"}
 
@@ -202,8 +241,9 @@ def test_a_new_id_is_not_a_receipt_and_is_judged_for_repetition():
 
 def test_forbidden_comes_before_repetition_and_tool_budget():
     call = Call("read_job_status", {"job_id": "J-77"})
-    verdict = judge(call, authorized=lambda c: False, last_executed_key=key("read_job_status", {"job_id": "J-77"}),
-                    usage=SPENT)
+    verdict = judge(
+        call, authorized=lambda c: False, last_executed_key=key("read_job_status", {"job_id": "J-77"}), usage=SPENT
+    )
     assert _stop(verdict) == (Status.INVALID_OR_FORBIDDEN, Detail.FORBIDDEN)
 
 
@@ -257,11 +297,18 @@ def test_a_call_needing_approval_waits_for_it():
 @pytest.mark.parametrize(
     "facts, usage, expected",
     [
-        ({"authorized": lambda c: False, "last_executed_key": J42_KEY}, SPENT, (Status.INVALID_OR_FORBIDDEN, Detail.FORBIDDEN)),
+        (
+            {"authorized": lambda c: False, "last_executed_key": J42_KEY},
+            SPENT,
+            (Status.INVALID_OR_FORBIDDEN, Detail.FORBIDDEN),
+        ),
         ({"last_executed_key": J42_KEY}, SPENT, (Status.NO_PROGRESS, None)),
         ({"last_executed_key": DOCS_KEY, "needs_approval": lambda c: True}, SPENT, (Status.TOOL_LIMIT, None)),
-        ({"receipt_key": lambda cid: DOCS_KEY, "authorized": lambda c: False}, SPENT,
-         (Status.INVALID_OR_FORBIDDEN, Detail.CALL_ID_CONFLICT)),
+        (
+            {"receipt_key": lambda cid: DOCS_KEY, "authorized": lambda c: False},
+            SPENT,
+            (Status.INVALID_OR_FORBIDDEN, Detail.CALL_ID_CONFLICT),
+        ),
     ],
     ids=["forbidden>repeat>budget", "repeat>budget", "budget>approval", "conflict>forbidden"],
 )
@@ -277,7 +324,9 @@ def test_a_call_without_id_never_asks_for_a_receipt():
 
 def test_normalize_call_reports_unknown_tool_before_looking_at_arguments():
     assert _stop(normalize_call(Call("read_jobs", {"job_id": "J-42"}))) == (
-        Status.INVALID_OR_FORBIDDEN, Detail.UNKNOWN_TOOL)
+        Status.INVALID_OR_FORBIDDEN,
+        Detail.UNKNOWN_TOOL,
+    )
 
 
 # --- a call's tool name and id ------------------------------------------------------------
@@ -297,11 +346,26 @@ def test_a_call_id_of_1_to_200_printable_characters_is_kept(call_id):
 @pytest.mark.parametrize(
     "call_id",
     ["", MAX_ID + "c", "c\x01", "c\x1f", "\x7f", "c\td", "c\n", "\rc", 7, 1.5, True, ["c1"], {"id": "c1"}],
-    ids=["empty", "one-past-the-longest", "control-x01", "control-x1f", "delete-x7f", "tab", "newline",
-         "carriage-return", "number", "float", "boolean", "list", "object"],
+    ids=[
+        "empty",
+        "one-past-the-longest",
+        "control-x01",
+        "control-x1f",
+        "delete-x7f",
+        "tab",
+        "newline",
+        "carriage-return",
+        "number",
+        "float",
+        "boolean",
+        "list",
+        "object",
+    ],
 )
 def test_a_call_id_empty_too_long_with_a_control_character_or_not_text_is_malformed(call_id):
-    assert parse_reply({"call": {**J42, "id": call_id}}) == Malformed("the call's id must be 1-200 printable characters")
+    assert parse_reply({"call": {**J42, "id": call_id}}) == Malformed(
+        "the call's id must be 1-200 printable characters"
+    )
 
 
 @pytest.mark.parametrize("tool", ["", None, 7, ["read_job_status"]], ids=["empty", "none", "number", "list"])

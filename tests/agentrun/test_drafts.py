@@ -1,4 +1,5 @@
 """What makes a draft a valid review packet (CONFORMANCE §5). Pure: no database."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,7 +16,8 @@ def draft(**overrides):
 
 def test_a_valid_draft_is_accepted():
     assert validate_draft(draft(open_questions=["Role at failure time?"]), KNOWN) == Draft(
-        "J-42 failed: the requester is a viewer [E1].", ("E1",), ("Role at failure time?",))
+        "J-42 failed: the requester is a viewer [E1].", ("E1",), ("Role at failure time?",)
+    )
 
 
 def test_the_summary_is_kept_trimmed():
@@ -70,12 +72,36 @@ def test_open_questions_may_be_empty():
         ["E1"],
     ],
     ids=[
-        "empty-summary", "blank-summary", "unicode-blank-summary", "2001-chars", "2001-after-trim",
-        "summary-none", "summary-number", "summary-list", "no-evidence", "evidence-text", "evidence-none",
-        "evidence-number", "evidence-mixed", "evidence-null-item", "unknown-ref", "one-unknown-ref",
-        "wrong-case-ref", "questions-none", "questions-text", "questions-number", "questions-null-item",
-        "extra-key", "another-extra-key", "summary-missing", "evidence-missing", "questions-missing",
-        "empty-object", "none", "text", "list",
+        "empty-summary",
+        "blank-summary",
+        "unicode-blank-summary",
+        "2001-chars",
+        "2001-after-trim",
+        "summary-none",
+        "summary-number",
+        "summary-list",
+        "no-evidence",
+        "evidence-text",
+        "evidence-none",
+        "evidence-number",
+        "evidence-mixed",
+        "evidence-null-item",
+        "unknown-ref",
+        "one-unknown-ref",
+        "wrong-case-ref",
+        "questions-none",
+        "questions-text",
+        "questions-number",
+        "questions-null-item",
+        "extra-key",
+        "another-extra-key",
+        "summary-missing",
+        "evidence-missing",
+        "questions-missing",
+        "empty-object",
+        "none",
+        "text",
+        "list",
     ],
 )
 def test_invalid_drafts_give_a_validation_error(raw):

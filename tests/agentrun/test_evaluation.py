@@ -1,4 +1,5 @@
 """evaluate: a candidate model run over the tickets of reviewed packets, compared with them."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,10 @@ pytestmark = pytest.mark.usefixtures("settle")
 
 TICKETS = ("T-1001", "T-1002", "T-1004", "T-1007")
 DOCS = {"call": {"tool": "search_docs", "args": {"query": "EXPORT_ROLE_REQUIRED"}}}
-DOCS_ONLY = [DOCS, {"draft": {"summary": "The export failed for a role (E1).", "evidence": ["E1"],
-                              "open_questions": []}}]
+DOCS_ONLY = [
+    DOCS,
+    {"draft": {"summary": "The export failed for a role (E1).", "evidence": ["E1"], "open_questions": []}},
+]
 
 
 @pytest.fixture
@@ -35,8 +38,12 @@ def reviewed(dana_session):
         run = run_advance(run_start(ticket=ticket, model_name="rules").pk)
         packet = ReviewPacket.objects.get(run=run)
         accept = packet.summary is not None
-        packet_review(packet_id=packet.pk, reviewer=lead, decision="accepted" if accept else "rejected",
-                      note="" if accept else "no draft")
+        packet_review(
+            packet_id=packet.pk,
+            reviewer=lead,
+            decision="accepted" if accept else "rejected",
+            note="" if accept else "no draft",
+        )
         runs.append(run)
     return runs
 
@@ -134,8 +141,8 @@ def test_supervisors_see_the_list_the_comparison_and_the_csv(reviewed, superviso
     page = supervisor_client.get(f"/admin/agentrun/evaluation/{evaluation.pk}/change/")
     assert page.status_code == 200
     for case in evaluation.cases.all():
-        assert f'/admin/agentrun/run/{case.original_run_id}/change/'.encode() in page.content
-        assert f'/admin/agentrun/run/{case.candidate_run_id}/change/'.encode() in page.content
+        assert f"/admin/agentrun/run/{case.original_run_id}/change/".encode() in page.content
+        assert f"/admin/agentrun/run/{case.candidate_run_id}/change/".encode() in page.content
     csv = supervisor_client.get(f"/admin/agentrun/evaluation/{evaluation.pk}/csv/")
     lines = csv.content.decode().strip().splitlines()
     assert csv["Content-Type"] == "text/csv" and len(lines) == 4 and lines[0].startswith("original run,")
@@ -148,22 +155,33 @@ def test_supervisors_see_the_list_the_comparison_and_the_csv(reviewed, superviso
 # --- one result per case, and the header counted from the rows ----------------------------------------------
 
 
-@pytest.mark.parametrize("review,drafted,original_drafted,overlap,expected", [
-    ("accepted", True, True, 1.0, CaseResult.AGREED),
-    ("accepted", False, False, 1.0, CaseResult.AGREED),  # an accepted handoff handed off again: not a regression
-    ("rejected", True, True, 1.0, CaseResult.AGREED_WITH_REJECTED),
-    ("rejected", False, False, 1.0, CaseResult.AGREED_WITH_REJECTED),
-    ("accepted", False, True, 1.0, CaseResult.REGRESSION),  # the accepted draft is lost
-    ("accepted", True, True, 0.5, CaseResult.REGRESSION),  # fewer of its sources
-    ("accepted", True, False, 1.0, CaseResult.DIFFERS),  # drafts where the accepted packet handed off
-    ("rejected", True, True, 0.5, CaseResult.DIFFERS),
-    ("rejected", False, True, 1.0, CaseResult.DIFFERS),
-])
+@pytest.mark.parametrize(
+    "review,drafted,original_drafted,overlap,expected",
+    [
+        ("accepted", True, True, 1.0, CaseResult.AGREED),
+        ("accepted", False, False, 1.0, CaseResult.AGREED),  # an accepted handoff handed off again: not a regression
+        ("rejected", True, True, 1.0, CaseResult.AGREED_WITH_REJECTED),
+        ("rejected", False, False, 1.0, CaseResult.AGREED_WITH_REJECTED),
+        ("accepted", False, True, 1.0, CaseResult.REGRESSION),  # the accepted draft is lost
+        ("accepted", True, True, 0.5, CaseResult.REGRESSION),  # fewer of its sources
+        ("accepted", True, False, 1.0, CaseResult.DIFFERS),  # drafts where the accepted packet handed off
+        ("rejected", True, True, 0.5, CaseResult.DIFFERS),
+        ("rejected", False, True, 1.0, CaseResult.DIFFERS),
+    ],
+)
 def test_each_case_has_exactly_one_result(review, drafted, original_drafted, overlap, expected):
-    assert case_result(done=True, original_review=review, drafted=drafted, original_drafted=original_drafted,
-                       overlap=overlap) == expected
-    assert case_result(done=False, original_review=review, drafted=drafted, original_drafted=original_drafted,
-                       overlap=overlap) == CaseResult.PENDING
+    assert (
+        case_result(
+            done=True, original_review=review, drafted=drafted, original_drafted=original_drafted, overlap=overlap
+        )
+        == expected
+    )
+    assert (
+        case_result(
+            done=False, original_review=review, drafted=drafted, original_drafted=original_drafted, overlap=overlap
+        )
+        == CaseResult.PENDING
+    )
 
 
 def _rows(page: str) -> list[str]:
@@ -217,8 +235,9 @@ def test_a_regression_is_never_also_an_agreement_and_the_header_counts_it(review
 
 def test_costs_are_shown_in_dollars(reviewed, supervisor_client):
     report = evaluate("--model", "rules", "--limit", "2")
-    EvaluationCase.objects.filter(evaluation_id=report["evaluation"]).update(cost_micros=1_250_000,
-                                                                           original_cost_micros=500_000)
+    EvaluationCase.objects.filter(evaluation_id=report["evaluation"]).update(
+        cost_micros=1_250_000, original_cost_micros=500_000
+    )
     page = supervisor_client.get(f"/admin/agentrun/evaluation/{report['evaluation']}/change/").content.decode()
     assert _figure(page, "cost") == "$1.25 (original runs: $0.50)"
     assert "<td>$1.25</td>" in page and "<td>$0.50</td>" in page
@@ -233,8 +252,9 @@ def test_a_supervisor_starts_an_evaluation_from_the_admin_and_it_runs_inline(rev
     assert 'id="start-evaluation"' in listing
     form = supervisor_client.get(reverse("admin:agentrun_evaluation_start"))
     assert form.status_code == 200 and b'value="rules"' in form.content
-    response = supervisor_client.post(reverse("admin:agentrun_evaluation_start"),
-                                      {"candidate_model": "rules", "reviewed": "all", "limit": "3"})
+    response = supervisor_client.post(
+        reverse("admin:agentrun_evaluation_start"), {"candidate_model": "rules", "reviewed": "all", "limit": "3"}
+    )
     evaluation = Evaluation.objects.get()
     assert response.status_code == 302
     assert response["Location"] == reverse("admin:agentrun_evaluation_change", args=[evaluation.pk])
@@ -245,8 +265,9 @@ def test_a_supervisor_starts_an_evaluation_from_the_admin_and_it_runs_inline(rev
 
 
 def test_a_model_that_is_not_offered_is_refused_and_nothing_is_created(reviewed, supervisor_client):
-    response = supervisor_client.post(reverse("admin:agentrun_evaluation_start"),
-                                      {"candidate_model": "replay", "reviewed": "accepted"})
+    response = supervisor_client.post(
+        reverse("admin:agentrun_evaluation_start"), {"candidate_model": "replay", "reviewed": "accepted"}
+    )
     assert response.status_code == 200 and b"Select a valid choice" in response.content
     assert not Evaluation.objects.exists()
 
@@ -254,7 +275,8 @@ def test_a_model_that_is_not_offered_is_refused_and_nothing_is_created(reviewed,
 def test_support_staff_may_not_start_an_evaluation(reviewed, staff_client):
     assert b'id="start-evaluation"' not in staff_client.get("/admin/agentrun/evaluation/").content
     assert staff_client.get(reverse("admin:agentrun_evaluation_start")).status_code == 403
-    response = staff_client.post(reverse("admin:agentrun_evaluation_start"),
-                                 {"candidate_model": "rules", "reviewed": "all", "limit": "3"})
+    response = staff_client.post(
+        reverse("admin:agentrun_evaluation_start"), {"candidate_model": "rules", "reviewed": "all", "limit": "3"}
+    )
     assert response.status_code == 403 and b"Only Supervisors may start evaluations" in response.content
     assert not Evaluation.objects.exists() and not Run.objects.filter(purpose=Run.Purpose.EVALUATION).exists()

@@ -1,6 +1,7 @@
 """A candidate model's evaluation runs stay out of what staff and monitoring read about the service: the run
 list (API and admin) unless asked for, the approvals (list, header, e-mail, webhook, gauges), the counters
 and the outcomes dashboard. The comparison page still opens each run's timeline."""
+
 from __future__ import annotations
 
 from datetime import date
@@ -44,8 +45,9 @@ def accepted(demo_committed, roles, mailoutbox):
     return run
 
 
-def test_an_evaluation_s_waiting_call_is_nobody_s_to_answer_and_it_answers_it_itself(hook, accepted, mailoutbox,
-                                                                                    supervisor_client):
+def test_an_evaluation_s_waiting_call_is_nobody_s_to_answer_and_it_answers_it_itself(
+    hook, accepted, mailoutbox, supervisor_client
+):
     deliveries, mails = WebhookDelivery.objects.count(), len(mailoutbox)
     assert deliveries >= 2  # the original's approval and packet events
     evaluation = evaluation_create(candidate_model="rules")
@@ -103,10 +105,17 @@ def test_evaluation_runs_are_not_counted_in_the_metrics(accepted, settings):
     after = scrape()
 
     assert evaluation.cases.get().candidate_run.model_requests >= 2
-    for name in ("supportagent_runs_started_total", "supportagent_runs_ended_total",
-                 "supportagent_model_requests_total", "supportagent_tool_dispatches_total", "supportagent_tokens_total"):
+    for name in (
+        "supportagent_runs_started_total",
+        "supportagent_runs_ended_total",
+        "supportagent_model_requests_total",
+        "supportagent_tool_dispatches_total",
+        "supportagent_tokens_total",
+    ):
         assert counted(after, name) == counted(before, name), name
     assert value(after, "supportagent_approvals_waiting") == 0
     # The same model investigating is counted.
     run_advance(run_start(ticket=Ticket.objects.get(ref="T-1002"), model_name="rules").pk)
-    assert counted(scrape(), "supportagent_runs_started_total") == counted(before, "supportagent_runs_started_total") + 1
+    assert (
+        counted(scrape(), "supportagent_runs_started_total") == counted(before, "supportagent_runs_started_total") + 1
+    )

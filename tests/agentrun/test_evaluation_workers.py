@@ -1,6 +1,7 @@
 """evaluate with a broker: the cases run on real Celery workers (on the test database and a private Redis
 queue), each once, whatever is delivered twice or resumed; the command follows them, times out and is
 interrupted without losing a case."""
+
 from __future__ import annotations
 
 import io
@@ -39,8 +40,12 @@ def reviewed(demo_committed):
         run = run_advance(run_start(ticket=Ticket.objects.get(ref=TICKETS[n % len(TICKETS)]), model_name="rules").pk)
         packet = ReviewPacket.objects.get(run=run)
         accept = packet.summary is not None
-        packet_review(packet_id=packet.pk, reviewer=lead, decision="accepted" if accept else "rejected",
-                      note="" if accept else "no draft")
+        packet_review(
+            packet_id=packet.pk,
+            reviewer=lead,
+            decision="accepted" if accept else "rejected",
+            note="" if accept else "no draft",
+        )
 
 
 @pytest.fixture
@@ -133,7 +138,12 @@ def test_the_command_times_out_and_is_interrupted_leaving_the_cases_to_the_worke
     # A second command (as a user would run it, with the broker in its environment) is interrupted by Ctrl-C.
     command = subprocess.Popen(
         [sys.executable, "manage.py", "evaluate", "--model", "rules", "--reviewed", "accepted"],
-        cwd=ROOT, env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=ROOT,
+        env=cluster.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wait_for(lambda: Evaluation.objects.filter(reviewed="accepted").exists(), 60, "the command to start")
     interrupted = Evaluation.objects.get(reviewed="accepted")
     wait_for(lambda: interrupted.cases.exists(), 10, "its cases")
@@ -141,8 +151,10 @@ def test_the_command_times_out_and_is_interrupted_leaving_the_cases_to_the_worke
     command.send_signal(signal.SIGINT)
     _, err = command.communicate(timeout=30)
     assert command.returncode == 130, err
-    assert f"the workers go on with the queued cases; watch them (and send any left again) with --resume " \
-           f"{interrupted.pk}" in err
+    assert (
+        f"the workers go on with the queued cases; watch them (and send any left again) with --resume "
+        f"{interrupted.pk}" in err
+    )
     assert candidate_runs() == 0
 
     cluster.worker()
@@ -156,8 +168,9 @@ def test_the_command_times_out_and_is_interrupted_leaving_the_cases_to_the_worke
 
 
 def test_an_evaluation_started_from_the_admin_runs_on_the_workers(cluster, supervisor_client):
-    response = supervisor_client.post(reverse("admin:agentrun_evaluation_start"),
-                                      {"candidate_model": "rules", "reviewed": "all"})
+    response = supervisor_client.post(
+        reverse("admin:agentrun_evaluation_start"), {"candidate_model": "rules", "reviewed": "all"}
+    )
     evaluation = Evaluation.objects.get()
     assert response.status_code == 302 and evaluation.finished_at is None  # sent to the workers, not waited for
     time.sleep(1)

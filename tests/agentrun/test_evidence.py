@@ -1,4 +1,5 @@
 """Evidence: numbered per ticket, deduplicated, truncated but still evidence (CONFORMANCE §2, §5)."""
+
 from __future__ import annotations
 
 import json
@@ -102,10 +103,16 @@ def test_an_empty_search_result_is_evidence_too(play):
 
 
 def test_failed_and_timed_out_attempts_are_not_evidence(play, settle):
-    report = play([J42, J41, EXPORT, draft("E1")], budget={"operation_timeout_seconds": 1.0},
-                  faults={"read_job_status": [{"fail": "error"}, {"delay_seconds": 2.0}]})
+    report = play(
+        [J42, J41, EXPORT, draft("E1")],
+        budget={"operation_timeout_seconds": 1.0},
+        faults={"read_job_status": [{"fail": "error"}, {"delay_seconds": 2.0}]},
+    )
     assert [(d["outcome"], d["evidence"]) for d in report["dispatched"]] == [
-        ("error", None), ("timeout", None), ("ok", "E1")]
+        ("error", None),
+        ("timeout", None),
+        ("ok", "E1"),
+    ]
     settle()
     assert Evidence.objects.filter(ticket=Run.objects.get(pk=report["run"]).ticket).count() == 1
 
@@ -134,8 +141,10 @@ def test_a_result_exactly_at_the_limit_is_not_truncated(play, dana_session):
 
 def test_the_limit_is_measured_in_characters_of_the_canonical_json(play, dana_session):
     text = result_text(dana_session, "search_docs", {"query": "export role", "max_results": 3})
-    report = play([{"call": {"tool": "search_docs", "args": {"query": "export role"}}}, draft("E1")],
-                  budget={"max_tool_result_chars": 50})
+    report = play(
+        [{"call": {"tool": "search_docs", "args": {"query": "export role"}}}, draft("E1")],
+        budget={"max_tool_result_chars": 50},
+    )
     evidence = Evidence.objects.get(ticket=Run.objects.get(pk=report["run"]).ticket)
     assert evidence.content == text[:50]
 
@@ -147,8 +156,13 @@ def test_the_limit_is_measured_in_characters_of_the_canonical_json(play, dana_se
 def two_tickets(demo):
     original = Ticket.objects.get(ref="T-1001")
     copies = [
-        Ticket.objects.create(ref=f"T-EV-{i}", account=original.account, session=original.session,
-                              subject=original.subject, body=original.body)
+        Ticket.objects.create(
+            ref=f"T-EV-{i}",
+            account=original.account,
+            session=original.session,
+            subject=original.subject,
+            body=original.body,
+        )
         for i in (1, 2)
     ]
     return copies
@@ -157,8 +171,16 @@ def two_tickets(demo):
 def record(ticket, content, *, tool="read_job_status", args=None, truncated=False):
     args = args or {"job_id": "J-42"}
     with transaction.atomic():
-        return evidence_record(ticket_id=ticket.pk, tool=tool, args=args, args_key=call_key(tool, args),
-                               content=content, source_ref="J-42", truncated=truncated, run_id=None)
+        return evidence_record(
+            ticket_id=ticket.pk,
+            tool=tool,
+            args=args,
+            args_key=call_key(tool, args),
+            content=content,
+            source_ref="J-42",
+            truncated=truncated,
+            run_id=None,
+        )
 
 
 def test_evidence_record_numbers_per_ticket(two_tickets):
@@ -181,7 +203,6 @@ def test_evidence_record_tells_apart_tool_arguments_and_content(two_tickets):
     assert record(a, "same", tool="search_docs", args={"job_id": "J-42"}).pk != base.pk
     assert record(a, "other").pk != base.pk
     assert Evidence.objects.filter(ticket=a).count() == 4
-
 
 
 # --- what the model is shown ------------------------------------------------------------------------

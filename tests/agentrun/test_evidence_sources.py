@@ -1,5 +1,6 @@
 """Evidence reads like sources: each document of a search on its own, linked to its revision, flagged when it
 addresses the agent; on the packet page and in the API."""
+
 from __future__ import annotations
 
 import pytest
@@ -40,8 +41,9 @@ def test_the_document_that_addresses_agents_is_flagged_and_the_others_are_not(ti
 def test_a_long_document_is_cut_between_words_with_an_ellipsis(demo_committed):
     body = " ".join(["Quotas reset monthly and unused quota does not carry over to the next month."] * 12)
     doc = Document.objects.create(code="DOC-QUOTA-1", title="Quotas", public=True)
-    DocumentRevision.objects.create(document=doc, number=1, body=body, is_current=True,
-                                    published_at="2026-01-01T00:00:00Z")
+    DocumentRevision.objects.create(
+        document=doc, number=1, body=body, is_current=True, published_at="2026-01-01T00:00:00Z"
+    )
     ticket = Ticket.objects.get(ref="T-1001")
     ticket.pk, ticket.ref, ticket.evidence_count = None, "T-3001", 0
     ticket.subject, ticket.body = "A message we do not understand", "Why does QUOTA_EXCEEDED show?"
@@ -61,7 +63,7 @@ def test_the_packet_page_shows_each_document_and_the_injection_flag(staff_user, 
     assert page.count('class="sa-doc"') == 2 and page.count('class="sa-doc sa-suspect"') == 1
     assert 'data-code="DOC-RENAME-2"' in page and "Renaming a workspace" in page
     assert "Suspected injection:" in page and "AI agents reading this" in page
-    assert " | " not in page[page.index('id="evidence-E1"'):page.index("Attempted operations")]
+    assert " | " not in page[page.index('id="evidence-E1"') : page.index("Attempted operations")]
 
 
 def test_the_api_adds_documents_and_the_flag_and_keeps_its_fields(staff_user, ticket_t1001):
@@ -73,7 +75,11 @@ def test_the_api_adds_documents_and_the_flag_and_keeps_its_fields(staff_user, ti
     assert (search["suspected_injection"], search["injection_phrase"]) == (True, "AI agents reading this")
     note = search["documents"][1]
     assert (note["code"], note["revision"], note["suspected_injection"], note["injection"]) == (
-        "DOC-NOTE-9", "r1", True, "AI agents reading this")
+        "DOC-NOTE-9",
+        "r1",
+        True,
+        "AI agents reading this",
+    )
     assert body["evidence"][0]["documents"] == [] and body["evidence"][0]["suspected_injection"] is False
 
 
@@ -89,10 +95,14 @@ def test_the_api_shows_the_evidence_exactly_as_the_staff_pages_read_it(staff_use
     views = evidence_for(ticket_id=packet.run.ticket_id, refs=packet.evidence_refs)
     # The API's JSON gives times to the millisecond.
     shown = [{**item, "captured_at": parse_datetime(item["captured_at"])} for item in body["evidence"]]
-    assert shown == [view.model_dump(mode="json") | {"captured_at": view.captured_at.replace(
-        microsecond=view.captured_at.microsecond // 1000 * 1000)} for view in views]
-    assert [set(item) for item in body["evidence"]] == [set(EvidenceView.model_json_schema(mode="serialization")
-                                                            ["properties"])] * len(views)
+    assert shown == [
+        view.model_dump(mode="json")
+        | {"captured_at": view.captured_at.replace(microsecond=view.captured_at.microsecond // 1000 * 1000)}
+        for view in views
+    ]
+    assert [set(item) for item in body["evidence"]] == [
+        set(EvidenceView.model_json_schema(mode="serialization")["properties"])
+    ] * len(views)
     search = next(view for view in views if view.documents)
     assert search.suspected_injection and search.injection == search.injection_phrase == "AI agents reading this"
 
@@ -100,8 +110,26 @@ def test_the_api_shows_the_evidence_exactly_as_the_staff_pages_read_it(staff_use
 def test_the_api_documents_the_evidence_with_the_view_s_fields(staff_user):
     schema = client_for(staff_user).get("/api/openapi.json").json()["components"]["schemas"]
     evidence = set(schema["EvidenceView"]["properties"])
-    assert evidence == {"ref", "tool", "args", "source_kind", "source", "excerpt", "truncated", "captured_at",
-                        "documents", "suspected_injection", "injection_phrase"}
-    assert set(schema["DocumentView"]["properties"]) == {"code", "revision", "title", "url", "excerpt",
-                                                         "suspected_injection", "injection"}
+    assert evidence == {
+        "ref",
+        "tool",
+        "args",
+        "source_kind",
+        "source",
+        "excerpt",
+        "truncated",
+        "captured_at",
+        "documents",
+        "suspected_injection",
+        "injection_phrase",
+    }
+    assert set(schema["DocumentView"]["properties"]) == {
+        "code",
+        "revision",
+        "title",
+        "url",
+        "excerpt",
+        "suspected_injection",
+        "injection",
+    }
     assert schema["EvidenceView"]["properties"]["source_kind"] == {"$ref": "#/components/schemas/SourceKind"}

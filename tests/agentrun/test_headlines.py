@@ -1,4 +1,5 @@
 """Each stop is headlined by what actually happened (agentrun/headlines.py), on every demo ticket."""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime
@@ -24,28 +25,54 @@ DENIED_AT = datetime(2026, 9, 14, 10, 5, tzinfo=UTC)
 # --- pure: one headline for each refusal kind ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("status,detail,fields,expected", [
-    (Status.INVALID_OR_FORBIDDEN, Detail.FORBIDDEN, {"refused_reason": "J-99 does not exist."},
-     "Refused a lookup: J-99 does not exist"),
-    (Status.INVALID_OR_FORBIDDEN, Detail.FORBIDDEN, {"refused_reason": "J-77 belongs to another account (GLOBEX)."},
-     "Refused a lookup: J-77 belongs to another account (GLOBEX)"),
-    (Status.INVALID_OR_FORBIDDEN, Detail.FORBIDDEN,
-     {"refused_reason": "Session S-ACME-ANON is not verified; job lookups need a verified session."},
-     "Refused a lookup: Session S-ACME-ANON is not verified; job lookups need a verified session"),
-    (Status.INVALID_OR_FORBIDDEN, Detail.FORBIDDEN, {}, "Refused a lookup"),
-    (Status.INVALID_OR_FORBIDDEN, Detail.APPROVAL_DENIED, {"denied_by": "sam", "denied_at": DENIED_AT},
-     "Lookup denied by a supervisor (sam)"),
-    (Status.INVALID_OR_FORBIDDEN, Detail.APPROVAL_DENIED, {}, "Lookup denied by a supervisor"),
-    (Status.INVALID_OR_FORBIDDEN, Detail.UNKNOWN_TOOL, {}, "Refused a proposal (a tool that does not exist)"),
-    (Status.INVALID_OR_FORBIDDEN, Detail.BAD_ARGUMENTS, {}, "Refused a proposal (arguments that do not fit)"),
-    (Status.INVALID_OR_FORBIDDEN, Detail.CALL_ID_CONFLICT, {}, "Refused a proposal (a call id used twice)"),
-    (Status.INVALID_OR_FORBIDDEN, Detail.MULTIPLE_CALLS, {}, "Refused a proposal (several calls at once)"),
-    (Status.NO_PROGRESS, "", {}, "Repeated the last lookup"),
-    (Status.TOOL_LIMIT, "", {"unreached": ["the job status service"]},
-     "Lookup budget spent; the job status service could not be reached"),
-    (Status.COMPLETED, "", {"unreached": ["the job status service"]},
-     "Completed; the job status service could not be reached"),
-])
+@pytest.mark.parametrize(
+    "status,detail,fields,expected",
+    [
+        (
+            Status.INVALID_OR_FORBIDDEN,
+            Detail.FORBIDDEN,
+            {"refused_reason": "J-99 does not exist."},
+            "Refused a lookup: J-99 does not exist",
+        ),
+        (
+            Status.INVALID_OR_FORBIDDEN,
+            Detail.FORBIDDEN,
+            {"refused_reason": "J-77 belongs to another account (GLOBEX)."},
+            "Refused a lookup: J-77 belongs to another account (GLOBEX)",
+        ),
+        (
+            Status.INVALID_OR_FORBIDDEN,
+            Detail.FORBIDDEN,
+            {"refused_reason": "Session S-ACME-ANON is not verified; job lookups need a verified session."},
+            "Refused a lookup: Session S-ACME-ANON is not verified; job lookups need a verified session",
+        ),
+        (Status.INVALID_OR_FORBIDDEN, Detail.FORBIDDEN, {}, "Refused a lookup"),
+        (
+            Status.INVALID_OR_FORBIDDEN,
+            Detail.APPROVAL_DENIED,
+            {"denied_by": "sam", "denied_at": DENIED_AT},
+            "Lookup denied by a supervisor (sam)",
+        ),
+        (Status.INVALID_OR_FORBIDDEN, Detail.APPROVAL_DENIED, {}, "Lookup denied by a supervisor"),
+        (Status.INVALID_OR_FORBIDDEN, Detail.UNKNOWN_TOOL, {}, "Refused a proposal (a tool that does not exist)"),
+        (Status.INVALID_OR_FORBIDDEN, Detail.BAD_ARGUMENTS, {}, "Refused a proposal (arguments that do not fit)"),
+        (Status.INVALID_OR_FORBIDDEN, Detail.CALL_ID_CONFLICT, {}, "Refused a proposal (a call id used twice)"),
+        (Status.INVALID_OR_FORBIDDEN, Detail.MULTIPLE_CALLS, {}, "Refused a proposal (several calls at once)"),
+        (Status.NO_PROGRESS, "", {}, "Repeated the last lookup"),
+        (
+            Status.TOOL_LIMIT,
+            "",
+            {"unreached": ["the job status service"]},
+            "Lookup budget spent; the job status service could not be reached",
+        ),
+        (
+            Status.COMPLETED,
+            "",
+            {"unreached": ["the job status service"]},
+            "Completed; the job status service could not be reached",
+        ),
+    ],
+)
 def test_each_refusal_kind_is_headlined_by_what_happened(status, detail, fields, expected):
     headline = stop_headline(status, detail, **fields)
     assert headline.text == expected
@@ -60,12 +87,18 @@ def test_a_denial_is_not_explained_as_a_proposal_not_allowed():
     assert "not allowed" not in forbidden and "may not make" not in forbidden
 
 
-@pytest.mark.parametrize("attempts,expected", [
-    ([("read_job_status", "k1", "transient_error"), ("read_job_status", "k1", "timeout")], ["the job status service"]),
-    ([("read_job_status", "k1", "transient_error"), ("read_job_status", "k1", "ok")], []),  # the retry got through
-    ([("read_job_status", "k1", "error")], []),  # it answered: with an error, not unreachable
-    ([("search_docs", "k2", "ok"), ("read_service_status", "k3", "timeout")], ["the service status page"]),
-])
+@pytest.mark.parametrize(
+    "attempts,expected",
+    [
+        (
+            [("read_job_status", "k1", "transient_error"), ("read_job_status", "k1", "timeout")],
+            ["the job status service"],
+        ),
+        ([("read_job_status", "k1", "transient_error"), ("read_job_status", "k1", "ok")], []),  # the retry got through
+        ([("read_job_status", "k1", "error")], []),  # it answered: with an error, not unreachable
+        ([("search_docs", "k2", "ok"), ("read_service_status", "k3", "timeout")], ["the service status page"]),
+    ],
+)
 def test_a_service_is_unreached_when_a_call_to_it_never_got_an_answer(attempts, expected):
     assert unreached_services(attempts) == expected
 
@@ -82,15 +115,18 @@ def _headline(run: Run) -> str:
     return run_headline(run=run, packet=packet_of(run)).text
 
 
-@pytest.mark.parametrize("ref,expected,never", [
-    ("T-1001", "Completed", "could not be reached"),
-    ("T-1002", "Refused a lookup: J-99 does not exist", "may not make"),
-    ("T-1003", "Completed", "could not be reached"),
-    ("T-1004", "Completed", "could not be reached"),
-    ("T-1005", "Refused a lookup: J-77 belongs to another account (GLOBEX)", "may not make"),
-    ("T-1006", "Waiting for approval", "Refused"),
-    ("T-1007", "Handed to a person", "Refused"),
-])
+@pytest.mark.parametrize(
+    "ref,expected,never",
+    [
+        ("T-1001", "Completed", "could not be reached"),
+        ("T-1002", "Refused a lookup: J-99 does not exist", "may not make"),
+        ("T-1003", "Completed", "could not be reached"),
+        ("T-1004", "Completed", "could not be reached"),
+        ("T-1005", "Refused a lookup: J-77 belongs to another account (GLOBEX)", "may not make"),
+        ("T-1006", "Waiting for approval", "Refused"),
+        ("T-1007", "Handed to a person", "Refused"),
+    ],
+)
 def test_every_demo_ticket_is_headlined_by_what_happened(demo_committed, ref, expected, never):
     headline = _headline(_investigated(ref))
     assert headline == expected and never not in headline
@@ -139,15 +175,20 @@ def test_a_run_whose_job_service_was_unreachable_says_so(job_service_down, staff
     assert _headline(run) == "Completed; the job status service could not be reached"
     packet = ReviewPacket.objects.get(run=run)
     assert "J-42 could not be looked up: the job status service could not be reached." in " ".join(
-        packet.open_questions)
+        packet.open_questions
+    )
     page = client_for(staff_user).get(reverse("admin:agentrun_reviewpacket_change", args=[packet.pk])).content
     assert b"Completed; the job status service could not be reached" in page
 
 
 def test_with_nothing_else_to_cite_the_rules_hand_off_naming_the_unreachable_service(job_service_down):
-    ticket = Ticket.objects.create(ref="T-2001", account_id=Ticket.objects.get(ref="T-1001").account_id,
-                                   session=Ticket.objects.get(ref="T-1001").session,
-                                   subject="Job J-42", body="What happened to J-42?")
+    ticket = Ticket.objects.create(
+        ref="T-2001",
+        account_id=Ticket.objects.get(ref="T-1001").account_id,
+        session=Ticket.objects.get(ref="T-1001").session,
+        subject="Job J-42",
+        body="What happened to J-42?",
+    )
     run = run_advance(run_start(ticket=ticket, model_name="rules").pk)
     assert run.status == Status.NEEDS_HELP
     assert run.stop_note.startswith("The job status service could not be reached, so J-42 could not be looked up.")

@@ -3,6 +3,7 @@
 tests/support/operatorserver.py serves the demo data set as the operator's job API and a
 Statuspage summary would; the runs go through the production loop (`play`, run_advance).
 """
+
 from __future__ import annotations
 
 import json
@@ -68,13 +69,16 @@ def attempt_errors(report):
 def stored_text(report) -> str:
     """Everything the run wrote that a person or the model may read."""
     run_id = report["run"]
-    return json.dumps([
-        attempt_errors(report),
-        list(Observation.objects.filter(run_id=run_id).values_list("text", flat=True)),
-        list(Evidence.objects.values_list("content", flat=True)),
-        list(ReviewPacket.objects.filter(run_id=run_id).values("summary", "attempts", "stop_note")),
-        list(Run.objects.filter(pk=run_id).values_list("stop_note", "pending_call")),
-    ], default=str)
+    return json.dumps(
+        [
+            attempt_errors(report),
+            list(Observation.objects.filter(run_id=run_id).values_list("text", flat=True)),
+            list(Evidence.objects.values_list("content", flat=True)),
+            list(ReviewPacket.objects.filter(run_id=run_id).values("summary", "attempts", "stop_note")),
+            list(Run.objects.filter(pk=run_id).values_list("stop_note", "pending_call")),
+        ],
+        default=str,
+    )
 
 
 # --- the same packet ------------------------------------------------------------------------------
@@ -205,8 +209,12 @@ def test_a_reply_about_another_account_is_forbidden_and_never_evidence(play, htt
     assert not Evidence.objects.filter(run_id=report["run"]).exists()
     assert "J-77" not in stored_text(report).replace('"job_id": "J-77"', "")  # only the call's own arguments
     refused = ReviewPacket.objects.get(run_id=report["run"]).refused  # staff read what the model never does
-    assert refused == {"tool": "read_job_status", "args": {"job_id": "J-77"}, "id": None,
-                       "reason": "J-77 belongs to another account (GLOBEX)."}
+    assert refused == {
+        "tool": "read_job_status",
+        "args": {"job_id": "J-77"},
+        "id": None,
+        "reason": "J-77 belongs to another account (GLOBEX).",
+    }
 
 
 def test_a_404_is_forbidden_as_a_missing_job_is_in_the_database(play, http_backends, settings):
@@ -244,18 +252,28 @@ def test_a_refused_credential_is_a_configuration_error_without_the_secret(play, 
 
 
 J42_REPLY = {
-    "job_id": "J-42", "account": "ACME", "kind": "csv_export", "status": "failed", "error_code": "EXPORT_ROLE_REQUIRED",
-    "requested_by": "dana@acme.example", "requester_current_role": "viewer", "created_at": "2026-09-14T10:01:00Z",
-    "finished_at": "2026-09-14T10:02:00Z", "sensitive": False,
+    "job_id": "J-42",
+    "account": "ACME",
+    "kind": "csv_export",
+    "status": "failed",
+    "error_code": "EXPORT_ROLE_REQUIRED",
+    "requested_by": "dana@acme.example",
+    "requester_current_role": "viewer",
+    "created_at": "2026-09-14T10:01:00Z",
+    "finished_at": "2026-09-14T10:02:00Z",
+    "sensitive": False,
 }
 
 
-@pytest.mark.parametrize("body", [
-    {"job_id": "J-42", "account": "ACME"},
-    b"<html>oops</html>",
-    {**J42_REPLY, "sensitive": "no"},
-    {**J42_REPLY, "created_at": "2026-09-14T10:01:00"},  # no time zone
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"job_id": "J-42", "account": "ACME"},
+        b"<html>oops</html>",
+        {**J42_REPLY, "sensitive": "no"},
+        {**J42_REPLY, "created_at": "2026-09-14T10:01:00"},  # no time zone
+    ],
+)
 def test_a_reply_that_does_not_fit_the_schema_is_refused(play, http_backends, body):
     http_backends.answers = [Answer(200, body)]
     report = play([J42, DOCS, draft("E1")])
@@ -272,7 +290,8 @@ def test_a_sensitive_job_waits_for_approval_and_its_first_reply_is_not_kept(play
     waiting = play([J42, draft("E1")])
     assert waiting["status"] == "WAITING_APPROVAL"
     assert attempt_errors(waiting) == [
-        "job J-42 is marked sensitive: the call needs a supervisor's approval; the reply was not kept"]
+        "job J-42 is marked sensitive: the call needs a supervisor's approval; the reply was not kept"
+    ]
     assert not Evidence.objects.filter(run_id=waiting["run"]).exists()
 
 
@@ -301,15 +320,24 @@ def test_a_sensitive_job_with_no_attempt_left_is_not_waited_for(play, http_backe
 # --- configuration and the client ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("env", "message"), [
-    ({"AGENT_JOB_STATUS_BACKEND": "http"}, "AGENT_JOB_STATUS_URL must be set when AGENT_JOB_STATUS_BACKEND=http"),
-    ({"AGENT_SERVICE_STATUS_BACKEND": "http"},
-     "AGENT_SERVICE_STATUS_URL must be set when AGENT_SERVICE_STATUS_BACKEND=http"),
-    ({"AGENT_JOB_STATUS_BACKEND": "http", "AGENT_JOB_STATUS_URL": "http://ops.example/jobs"},
-     "AGENT_JOB_STATUS_URL must contain {job_id}"),
-    ({"AGENT_SERVICE_STATUS_BACKEND": "http", "AGENT_SERVICE_STATUS_URL": "ops.example/summary.json"},
-     "AGENT_SERVICE_STATUS_URL must be an absolute http:// or https:// URL"),
-])
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"AGENT_JOB_STATUS_BACKEND": "http"}, "AGENT_JOB_STATUS_URL must be set when AGENT_JOB_STATUS_BACKEND=http"),
+        (
+            {"AGENT_SERVICE_STATUS_BACKEND": "http"},
+            "AGENT_SERVICE_STATUS_URL must be set when AGENT_SERVICE_STATUS_BACKEND=http",
+        ),
+        (
+            {"AGENT_JOB_STATUS_BACKEND": "http", "AGENT_JOB_STATUS_URL": "http://ops.example/jobs"},
+            "AGENT_JOB_STATUS_URL must contain {job_id}",
+        ),
+        (
+            {"AGENT_SERVICE_STATUS_BACKEND": "http", "AGENT_SERVICE_STATUS_URL": "ops.example/summary.json"},
+            "AGENT_SERVICE_STATUS_URL must be an absolute http:// or https:// URL",
+        ),
+    ],
+)
 def test_an_http_backend_without_a_usable_url_stops_the_process(env, message):
     done = manage_check(**env)
     assert done.returncode != 0 and message in done.stderr

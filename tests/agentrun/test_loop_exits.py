@@ -1,4 +1,5 @@
 """Every exit of CONFORMANCE §3 through the production loop (run_scenario's path), and which one wins."""
+
 from __future__ import annotations
 
 import pytest
@@ -94,8 +95,11 @@ def test_handoff_on_the_first_request(play):
 
 
 def test_deadline_passed_before_a_request_sends_nothing(play):
-    report = play([J42, draft("E1")], budget={"deadline_seconds": 45},
-                  start={"model_requests": 2, "tool_attempts": 1, "elapsed_seconds": 46})
+    report = play(
+        [J42, draft("E1")],
+        budget={"deadline_seconds": 45},
+        start={"model_requests": 2, "tool_attempts": 1, "elapsed_seconds": 46},
+    )
     ended(report, "DEADLINE")
     assert (report["model_requests"], report["tool_attempts"], report["dispatched"]) == (2, 1, [])
     assert report["tokens"]["used"] == 0
@@ -103,16 +107,21 @@ def test_deadline_passed_before_a_request_sends_nothing(play):
 
 def test_deadline_during_a_model_request_is_deadline_not_model_error(play):
     slow = {**J42, "delay_seconds": 2}
-    report = play([slow], budget={"deadline_seconds": 45, "operation_timeout_seconds": 10},
-                  start={"elapsed_seconds": 44.0})
+    report = play(
+        [slow], budget={"deadline_seconds": 45, "operation_timeout_seconds": 10}, start={"elapsed_seconds": 44.0}
+    )
     ended(report, "DEADLINE")
     assert (report["model_requests"], report["tool_attempts"], report["dispatched"]) == (1, 0, [])
     assert report["tokens"]["used"] == 9000  # a wait ended without a reply is charged its whole reservation
 
 
 def test_deadline_during_a_dispatch_records_a_timeout_and_no_evidence(play, settle):
-    report = play([J42, draft("E1")], budget={"deadline_seconds": 45, "operation_timeout_seconds": 5},
-                  start={"elapsed_seconds": 44.0}, faults={"read_job_status": [{"delay_seconds": 2.5}]})
+    report = play(
+        [J42, draft("E1")],
+        budget={"deadline_seconds": 45, "operation_timeout_seconds": 5},
+        start={"elapsed_seconds": 44.0},
+        faults={"read_job_status": [{"delay_seconds": 2.5}]},
+    )
     ended(report, "DEADLINE")
     assert dispatched(report) == [("read_job_status", {"job_id": "J-42"}, "timeout")]
     assert (report["model_requests"], report["tool_attempts"], report["evidence"]) == (1, 1, [])
@@ -124,8 +133,11 @@ def test_deadline_during_a_dispatch_records_a_timeout_and_no_evidence(play, sett
 
 
 def test_deadline_beats_model_limit_before_a_request(play):
-    report = play([J42], budget={"max_model_requests": 3, "deadline_seconds": 45},
-                  start={"model_requests": 3, "elapsed_seconds": 50})
+    report = play(
+        [J42],
+        budget={"max_model_requests": 3, "deadline_seconds": 45},
+        start={"model_requests": 3, "elapsed_seconds": 50},
+    )
     ended(report, "DEADLINE")
 
 
@@ -530,8 +542,13 @@ def test_run_scenario_command_prints_one_json_object_whatever_the_status(demo_co
 
     from django.core.management import call_command
 
-    scenario = {"name": "limit", "session": "S-ACME-1", "ticket": "T-1001", "budget": {"max_tool_attempts": 1},
-                "model": [J42, DOCS]}
+    scenario = {
+        "name": "limit",
+        "session": "S-ACME-1",
+        "ticket": "T-1001",
+        "budget": {"max_tool_attempts": 1},
+        "model": [J42, DOCS],
+    }
     path = tmp_path / "limit.json"
     path.write_text(json.dumps(scenario))
     out = StringIO()
@@ -555,21 +572,24 @@ def test_run_scenario_refuses_a_session_of_another_account(demo_committed, tmp_p
     assert Ticket.objects.count() == tickets  # no ticket copy left behind
 
 
-@pytest.mark.parametrize("extra,problem", [
-    ({"faults": {"search_docs": [{"fail": "sometimes"}]}}, "'transient' or 'error'"),
-    ({"faults": {"search_docs": [{"delay_seconds": "3"}]}}, "delay_seconds"),
-    ({"faults": {"search_docs": [{"delay_seconds": -1}]}}, "delay_seconds"),
-    ({"faults": {"search_docs": [{"slow": True}]}}, "slow"),
-    ({"faults": {"delete_workspace": [None]}}, "search_docs"),
-    ({"require_approval": ["delete_workspace"]}, "delete_workspace"),
-    ({"model": [{**DOCS, "delay_seconds": "0.3"}]}, "delay_seconds"),
-    ({"model": [{**DOCS, "delay_seconds": -1}]}, "delay_seconds"),
-    ({"model": [{**DOCS, "delay_seconds": 1e300}]}, "delay_seconds"),
-    ({"faults": {"search_docs": [{"delay_seconds": 1e16}]}}, "delay_seconds"),
-    ({"start": {"elapsed_seconds": 1e15}}, "elapsed_seconds"),
-    ({"start": {"model_requests": 10**23}}, "model_requests"),
-    ({"start": {"tokens_used": 2**63}}, "tokens_used"),
-])
+@pytest.mark.parametrize(
+    "extra,problem",
+    [
+        ({"faults": {"search_docs": [{"fail": "sometimes"}]}}, "'transient' or 'error'"),
+        ({"faults": {"search_docs": [{"delay_seconds": "3"}]}}, "delay_seconds"),
+        ({"faults": {"search_docs": [{"delay_seconds": -1}]}}, "delay_seconds"),
+        ({"faults": {"search_docs": [{"slow": True}]}}, "slow"),
+        ({"faults": {"delete_workspace": [None]}}, "search_docs"),
+        ({"require_approval": ["delete_workspace"]}, "delete_workspace"),
+        ({"model": [{**DOCS, "delay_seconds": "0.3"}]}, "delay_seconds"),
+        ({"model": [{**DOCS, "delay_seconds": -1}]}, "delay_seconds"),
+        ({"model": [{**DOCS, "delay_seconds": 1e300}]}, "delay_seconds"),
+        ({"faults": {"search_docs": [{"delay_seconds": 1e16}]}}, "delay_seconds"),
+        ({"start": {"elapsed_seconds": 1e15}}, "elapsed_seconds"),
+        ({"start": {"model_requests": 10**23}}, "model_requests"),
+        ({"start": {"tokens_used": 2**63}}, "tokens_used"),
+    ],
+)
 def test_run_scenario_refuses_faults_and_approvals_it_cannot_apply(demo_committed, tmp_path, extra, problem):
     import json
 
@@ -591,9 +611,11 @@ def test_run_scenario_prices_with_the_digits_written_in_the_file(demo_committed,
     from django.core.management import call_command
 
     # As a float this price is 1.0; as written, 100 input tokens cost 100.000000000000001 micros: 101 rounded up.
-    text = ('{"name": "price", "session": "S-ACME-1", "ticket": "T-1001", "budget": {"prices": '
-            '{"input_per_mtok_usd": 1.00000000000000001, "output_per_mtok_usd": 0}}, '
-            '"model": [{"handoff": "h", "usage": {"input_tokens": 100, "output_tokens": 0}}]}')
+    text = (
+        '{"name": "price", "session": "S-ACME-1", "ticket": "T-1001", "budget": {"prices": '
+        '{"input_per_mtok_usd": 1.00000000000000001, "output_per_mtok_usd": 0}}, '
+        '"model": [{"handoff": "h", "usage": {"input_tokens": 100, "output_tokens": 0}}]}'
+    )
     path = tmp_path / "price.json"
     path.write_text(text)
     out = StringIO()
@@ -615,14 +637,23 @@ def test_run_scenario_refuses_a_file_that_is_not_json(demo_committed, tmp_path, 
     assert not Run.objects.exists()
 
 
-@pytest.mark.parametrize("extra,where", [
-    ({"name": "nul\u0000"}, "name"),
-    ({"ticket": "T-10\u000001"}, "ticket"),
-    ({"model": [{"call": {"tool": "search_docs", "args": {"query": "export\u0000"}}}]}, r"model\[0\]\.call\.args\.query"),
-    ({"model": [{"draft": {"summary": "s\u0000", "evidence": [], "open_questions": []}}]}, r"model\[0\]\.draft\.summary"),
-    ({"model": [{"call": {"tool": "search_docs", "args": {"qu\u0000ery": "x"}}}]}, r"model\[0\]\.call\.args\.qu"),
-    ({"expect": {"status": ["COMPLETED\u0000"]}}, r"expect\.status\[0\]"),
-])
+@pytest.mark.parametrize(
+    "extra,where",
+    [
+        ({"name": "nul\u0000"}, "name"),
+        ({"ticket": "T-10\u000001"}, "ticket"),
+        (
+            {"model": [{"call": {"tool": "search_docs", "args": {"query": "export\u0000"}}}]},
+            r"model\[0\]\.call\.args\.query",
+        ),
+        (
+            {"model": [{"draft": {"summary": "s\u0000", "evidence": [], "open_questions": []}}]},
+            r"model\[0\]\.draft\.summary",
+        ),
+        ({"model": [{"call": {"tool": "search_docs", "args": {"qu\u0000ery": "x"}}}]}, r"model\[0\]\.call\.args\.qu"),
+        ({"expect": {"status": ["COMPLETED\u0000"]}}, r"expect\.status\[0\]"),
+    ],
+)
 def test_run_scenario_refuses_a_nul_character_anywhere_with_where_it_is(demo_committed, tmp_path, extra, where):
     import json
 

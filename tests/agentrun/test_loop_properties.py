@@ -11,6 +11,7 @@ classes around the replay model and the dispatcher:
 * the run ends in exactly one terminal status with exactly one review packet
   whose stop reason is that status, with nothing left reserved.
 """
+
 from __future__ import annotations
 
 import threading
@@ -73,23 +74,33 @@ reply_body = st.one_of(
     one_call.map(lambda c: {"call": c}),
     st.just({"raw": "the export failed because of the role"}),
     st.just({"calls": []}),
-    st.builds(lambda u: {"error": "provider said 500", **u},
-              st.sampled_from([{}, {"usage": {"input_tokens": 40, "output_tokens": 3}}])),
+    st.builds(
+        lambda u: {"error": "provider said 500", **u},
+        st.sampled_from([{}, {"usage": {"input_tokens": 40, "output_tokens": 3}}]),
+    ),
 )
 
 reply = st.builds(
     lambda body, delay, usage: {**body, **delay, **usage},
     reply_body,
     st.sampled_from([{}] * 8 + [{"delay_seconds": 0.05}, {"delay_seconds": 0.4}]),
-    st.sampled_from([{}] * 10 + [{"usage": {"input_tokens": 1200, "output_tokens": 60}},
-                                {"usage": {"input_tokens": 9000}}, {"usage": {"output_tokens": 10}}]),
+    st.sampled_from(
+        [{}] * 10
+        + [
+            {"usage": {"input_tokens": 1200, "output_tokens": 60}},
+            {"usage": {"input_tokens": 9000}},
+            {"usage": {"output_tokens": 10}},
+        ]
+    ),
 )
 
-fault = st.sampled_from([None, None, {"fail": "transient"}, {"fail": "error"}, {"delay_seconds": 0.05},
-                         {"delay_seconds": 0.4}])
-faults = st.fixed_dictionaries({}, optional={
-    tool: st.lists(fault, max_size=4) for tool in ("read_job_status", "search_docs", "read_service_status")
-})
+fault = st.sampled_from(
+    [None, None, {"fail": "transient"}, {"fail": "error"}, {"delay_seconds": 0.05}, {"delay_seconds": 0.4}]
+)
+faults = st.fixed_dictionaries(
+    {},
+    optional={tool: st.lists(fault, max_size=4) for tool in ("read_job_status", "search_docs", "read_service_status")},
+)
 
 
 FINAL_DRAFT = {"draft": {"summary": "Done [E1].", "evidence": ["E1"], "open_questions": []}}
@@ -141,11 +152,15 @@ class Watch:
         pending_requests = list(run.model_request_rows.filter(outcome=ModelRequest.Outcome.PENDING))
         pending_attempts = list(run.attempts.filter(outcome=ToolAttempt.Outcome.PENDING))
         with self.lock:
-            self.seen.append({
-                "kind": kind, "status": run.status, "deadline_at": run.deadline_at,
-                "pending": pending_requests if kind == "model" else pending_attempts,
-                **{name: getattr(run, name) for name in COUNTERS},
-            })
+            self.seen.append(
+                {
+                    "kind": kind,
+                    "status": run.status,
+                    "deadline_at": run.deadline_at,
+                    "pending": pending_requests if kind == "model" else pending_attempts,
+                    **{name: getattr(run, name) for name in COUNTERS},
+                }
+            )
 
 
 class SpyModel(ReplayAdapter):
@@ -173,12 +188,21 @@ class SpyDispatcher(FaultyDispatcher):
 
 def play_case(c: dict[str, Any]) -> tuple[Run, Watch]:
     original = Ticket.objects.get(ref="T-1001")
-    ticket = Ticket.objects.create(ref=f"T-P-{uuid.uuid4().hex[:10]}", account=original.account,
-                                   session=original.session, subject=original.subject, body=original.body)
+    ticket = Ticket.objects.create(
+        ref=f"T-P-{uuid.uuid4().hex[:10]}",
+        account=original.account,
+        session=original.session,
+        subject=original.subject,
+        body=original.body,
+    )
     run = run_start(
-        ticket=ticket, session=CustomerSession.objects.get(ref=c["session"]), model_name="replay",
-        budget=Budget.from_mapping(c["budget"]), model_script={"model": c["model"], "faults": c["faults"]},
-        require_approval=c["require_approval"], resume_from=c["start"],
+        ticket=ticket,
+        session=CustomerSession.objects.get(ref=c["session"]),
+        model_name="replay",
+        budget=Budget.from_mapping(c["budget"]),
+        model_script={"model": c["model"], "faults": c["faults"]},
+        require_approval=c["require_approval"],
+        resume_from=c["start"],
     )
     run_rewind_clock(run_id=run.pk, elapsed_seconds=c["elapsed"])
     watch = Watch(run.pk)
@@ -192,8 +216,9 @@ def play_case(c: dict[str, Any]) -> tuple[Run, Watch]:
     return run, watch
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                               HealthCheck.too_slow])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(c=case())
 def test_loop_invariants_hold_for_any_replies_faults_and_budget(demo_committed, settle, c):
     run, watch = play_case(c)
@@ -237,8 +262,11 @@ def test_loop_invariants_hold_for_any_replies_faults_and_budget(demo_committed, 
     assert all(r.started_at < run.deadline_at for r in run.model_request_rows.all())
 
     # counters never decrease
-    history = [{name: start.get(name, 0) for name in COUNTERS}] + watch.seen + [
-        {name: getattr(run, name) for name in COUNTERS}]
+    history = (
+        [{name: start.get(name, 0) for name in COUNTERS}]
+        + watch.seen
+        + [{name: getattr(run, name) for name in COUNTERS}]
+    )
     for before, after in pairwise(history):
         for name in COUNTERS:
             assert after[name] >= before[name], (name, before, after)

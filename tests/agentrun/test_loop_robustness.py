@@ -1,4 +1,5 @@
 """Model output and timing that once broke the loop: every run still ends with one status and a packet."""
+
 from __future__ import annotations
 
 import time
@@ -63,8 +64,12 @@ class SlowToPrepare(ReplayAdapter):
 
 def test_no_model_request_is_sent_after_the_deadline(ticket_t1001, settle):
     # CONFORMANCE §3 DEADLINE: "checked before every request and dispatch"; issue 2: nothing after the deadline
-    run = run_start(ticket=ticket_t1001, model_name="replay", budget=Budget.from_mapping({"deadline_seconds": 45}),
-                    model_script={"model": [J42]})
+    run = run_start(
+        ticket=ticket_t1001,
+        model_name="replay",
+        budget=Budget.from_mapping({"deadline_seconds": 45}),
+        model_script={"model": [J42]},
+    )
     run_rewind_clock(run_id=run.pk, elapsed_seconds=44.0)
     model = SlowToPrepare([J42], pause=1.5)
     run = run_advance(run.pk, adapter=model)
@@ -77,8 +82,10 @@ def test_no_model_request_is_sent_after_the_deadline(ticket_t1001, settle):
 def test_a_reply_reporting_negative_usage_still_ends_the_run_with_a_packet(ticket_t1001):
     # CONFORMANCE §3: "Every run ends in exactly one of these statuses; no path ends silently."
     # §2: "A crash or restart can never make a spent request ... disappear"; counters never decrease (issue 2).
-    bad_usage = {"call": {"tool": "read_job_status", "args": {"job_id": "J-42"}},
-                 "usage": {"input_tokens": -100, "output_tokens": 5}}
+    bad_usage = {
+        "call": {"tool": "read_job_status", "args": {"job_id": "J-42"}},
+        "usage": {"input_tokens": -100, "output_tokens": 5},
+    }
     run = run_start(ticket=ticket_t1001, model_name="replay", model_script={"model": [bad_usage]})
     try:
         run_advance(run.pk)
@@ -89,10 +96,11 @@ def test_a_reply_reporting_negative_usage_still_ends_the_run_with_a_packet(ticke
     assert hasattr(run, "packet") and run.tokens_reserved == 0 and run.tokens_used >= 0
 
 
-
-@pytest.mark.parametrize("usage", [{"input_tokens": "500"}, {"input_tokens": 500.5}, {"output_tokens": True},
-                                   {"input_tokens": [500]}, "lots", 12],
-                         ids=["string", "fraction", "bool", "list", "not-an-object", "a-bare-number"])
+@pytest.mark.parametrize(
+    "usage",
+    [{"input_tokens": "500"}, {"input_tokens": 500.5}, {"output_tokens": True}, {"input_tokens": [500]}, "lots", 12],
+    ids=["string", "fraction", "bool", "list", "not-an-object", "a-bare-number"],
+)
 @pytest.mark.parametrize("reply", [J42, {"error": "provider said 500"}], ids=["reply", "error"])
 def test_reported_usage_that_is_not_a_count_is_a_model_error_charged_its_reservation(ticket_t1001, usage, reply):
     # CONFORMANCE §2: a request is reconciled to "the reported usage"; one that is not a count of tokens says
@@ -121,8 +129,15 @@ DRAFT_E1 = {"summary": "s", "evidence": ["E1"], "open_questions": []}
         [{"call": {"tool": "search_docs", "args": {"query": "exp\x00ort"}}}, {"handoff": "h"}],
         [{"call": {"tool": "delete\x00workspace", "args": {}}}],
     ],
-    ids=["call-id-300-chars", "nul-in-call-id", "nul-in-handoff", "nul-in-summary", "nul-in-question",
-         "nul-in-query", "nul-in-tool-name"],
+    ids=[
+        "call-id-300-chars",
+        "nul-in-call-id",
+        "nul-in-handoff",
+        "nul-in-summary",
+        "nul-in-question",
+        "nul-in-query",
+        "nul-in-tool-name",
+    ],
 )
 def test_model_output_the_database_cannot_store_does_not_crash_the_loop(ticket_t1001, script):
     # Fails on PostgreSQL only (varchar(200) call ids; text and jsonb refuse NUL); SQLite stores these.
@@ -134,6 +149,7 @@ def test_model_output_the_database_cannot_store_does_not_crash_the_loop(ticket_t
         pytest.fail(f"the loop raised {exc!r} and left the run {Run.objects.get(pk=run.pk).status}")
     run.refresh_from_db()
     assert run.status in TERMINAL and hasattr(run, "packet")
+
 
 def test_a_huge_reported_usage_is_a_usage_overrun_counted_as_reported(ticket_t1001):
     # Fails on PostgreSQL (ModelRequest.input_tokens is a 32-bit integer); passes on SQLite.

@@ -1,4 +1,5 @@
 """How the loop waits for an operation: never longer than allowed, never started without time left."""
+
 import threading
 
 from engine.loop import _wait_for
@@ -39,8 +40,9 @@ def test_an_idle_operation_thread_is_reused_and_a_busy_one_is_not():
 
     release = threading.Event()
     stuck_on = []
-    assert isinstance(call_with_timeout(lambda: (stuck_on.append(threading.get_ident()), release.wait(5)), 0.05),
-                      TimedOut)
+    assert isinstance(
+        call_with_timeout(lambda: (stuck_on.append(threading.get_ident()), release.wait(5)), 0.05), TimedOut
+    )
     meanwhile = call_with_timeout(threading.get_ident, 5)
     assert meanwhile.value != stuck_on[0]  # the thread still busy with the abandoned call was not handed this one
     release.set()

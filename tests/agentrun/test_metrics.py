@@ -1,4 +1,5 @@
 """Metrics of the runs: counted where the facts are decided, once, after the commit, with bounded labels."""
+
 from __future__ import annotations
 
 import re
@@ -109,17 +110,25 @@ def test_label_values_stay_bounded_after_100_runs_on_different_tickets(play):
     values = {(name, v) for _, labels in seen for name, v in labels if name != "le"}
     assert not {v for _, v in values} & refs
     allowed = {
-        "status": set(Status), "model": {"rules", "replay", "other"}, "tool": {*TOOLS, "unknown"},
+        "status": set(Status),
+        "model": {"rules", "replay", "other"},
+        "tool": {*TOOLS, "unknown"},
         "outcome": {*ModelRequest.Outcome, *ToolAttempt.Outcome},
         "action": {"deadline_end", "requeue", "late_result_discarded"},
     }
     assert all(v in allowed[name] for name, v in values), values
 
 
-@pytest.mark.parametrize("name, label", [
-    ("rules", "rules"), ("replay", "replay"), ("openai:gpt-4o-mini", "openai:gpt-4o-mini"),
-    ("openai:my-finetune-123", "other"), ("anthropic:claude-x", "other"),
-])
+@pytest.mark.parametrize(
+    "name, label",
+    [
+        ("rules", "rules"),
+        ("replay", "replay"),
+        ("openai:gpt-4o-mini", "openai:gpt-4o-mini"),
+        ("openai:my-finetune-123", "other"),
+        ("anthropic:claude-x", "other"),
+    ],
+)
 def test_model_labels_come_from_configuration(name, label):
     assert model_label(name) == label
 

@@ -1,4 +1,5 @@
 """engine.packetview: one view of a packet, of which the page, the API, the webhook and the command are projections."""
+
 import inspect
 from datetime import UTC, datetime
 
@@ -80,8 +81,12 @@ def test_the_decision_is_the_latest_staff_review(client, investigated, superviso
     packet, auth = investigated
     assert packet_view(run=packet.run, packet=packet).decision is None
     client.post(f"/api/packets/{packet.pk}/review", {"decision": "accept"}, content_type="application/json", **auth)
-    client.post(f"/api/packets/{packet.pk}/review", {"decision": "reject", "note": "Wrong job.", "change_decision": True},
-                content_type="application/json", **bearer(supervisor_user))
+    client.post(
+        f"/api/packets/{packet.pk}/review",
+        {"decision": "reject", "note": "Wrong job.", "change_decision": True},
+        content_type="application/json",
+        **bearer(supervisor_user),
+    )
     packet.refresh_from_db()
 
     view = packet_view(run=packet.run, packet=packet)

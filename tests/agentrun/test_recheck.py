@@ -4,6 +4,7 @@ T-1001's investigation cites E1 (job J-42, failed) and E2 (a search citing DOC-E
 data then changes, and the packet, opened again, says what changed. Every tool in the TOOLS table
 is wrapped in a counting one, so the tests see how often a policy or a backend was really called.
 """
+
 import json
 import re
 import time
@@ -25,8 +26,10 @@ from tools.registry import TOOLS
 
 pytestmark = pytest.mark.usefixtures("settle")
 
-NEW_EXPORT_TEXT = ("CSV export requires the editor role; jobs started by a viewer fail with EXPORT_ROLE_REQUIRED. "
-                   "Owners can now grant the exporter role instead, under Settings > Members.")
+NEW_EXPORT_TEXT = (
+    "CSV export requires the editor role; jobs started by a viewer fail with EXPORT_ROLE_REQUIRED. "
+    "Owners can now grant the exporter role instead, under Settings > Members."
+)
 
 
 @pytest.fixture(autouse=True)
@@ -41,6 +44,7 @@ def calls(monkeypatch) -> list[tuple[str, str]]:
     """(tool, "policy" | "backend") for every call of the tools' own functions, in order."""
     seen: list[tuple[str, str]] = []
     for name, tool in list(TOOLS.items()):
+
         def policy(scope, args, _tool=tool, _name=name):
             seen.append((_name, "policy"))
             return _tool.policy(scope, args)
@@ -87,8 +91,10 @@ def test_evidence_as_it_was_is_unchanged_and_charges_the_run_nothing(client, sta
     assert ToolAttempt.objects.count() == attempts
     assert (packet.run.tool_attempts, packet.run.model_requests) == counters
     stored = EvidenceCheck.objects.order_by("evidence__number")
-    assert [(c.evidence.ref, c.result, c.checked_by) for c in stored] == [("E1", "unchanged", staff_user),
-                                                                          ("E2", "unchanged", staff_user)]
+    assert [(c.evidence.ref, c.result, c.checked_by) for c in stored] == [
+        ("E1", "unchanged", staff_user),
+        ("E2", "unchanged", staff_user),
+    ]
 
 
 def test_a_job_whose_status_changed_is_flagged_with_the_difference(client, staff_user, packet):
@@ -124,8 +130,9 @@ def test_an_unverified_session_could_not_check_and_reads_nothing(client, staff_u
     assert calls == []  # neither a policy nor a backend was asked
 
 
-def test_a_second_open_within_the_reuse_window_calls_no_backend_and_stores_nothing(client, staff_user, packet,
-                                                                                   calls, settings):
+def test_a_second_open_within_the_reuse_window_calls_no_backend_and_stores_nothing(
+    client, staff_user, packet, calls, settings
+):
     settings.AGENT_RECHECK_REUSE_SECONDS = 1
     first = _checks(client, staff_user, packet)
     backend_calls = calls.count(("read_job_status", "backend")) + calls.count(("search_docs", "backend"))
@@ -160,8 +167,9 @@ def test_accepting_unchanged_evidence_and_rejecting_need_nothing_new(client, sta
     assert _accept(client, staff_user, packet).status_code == 201
     Job.objects.filter(ref="J-42").delete()
     body = json.dumps({"decision": "reject", "note": "J-42 is gone.", "change_decision": True})
-    rejected = client.post(f"/api/packets/{packet.pk}/review", body, content_type="application/json",
-                           **bearer(supervisor_user))
+    rejected = client.post(
+        f"/api/packets/{packet.pk}/review", body, content_type="application/json", **bearer(supervisor_user)
+    )
     assert rejected.status_code == 201 and rejected.json()["changed_evidence"] == []
     review = PacketReview.objects.get(decision="accepted")
     assert not review.acknowledged_changed_evidence and review.changed_evidence == []
@@ -209,8 +217,9 @@ def operator(settings, packet):
     server.close()
 
 
-def test_a_job_read_over_http_is_compared_and_an_answer_too_late_could_not_check(client, staff_user, packet,
-                                                                                 operator, settings):
+def test_a_job_read_over_http_is_compared_and_an_answer_too_late_could_not_check(
+    client, staff_user, packet, operator, settings
+):
     operator.jobs["J-42"] = {**operator.jobs["J-42"], "status": "running"}
     check = _checks(client, staff_user, packet)["E1"]
     assert check["result"] == "changed" and "status: failed → running" in _texts(check)
@@ -256,8 +265,7 @@ def test_an_acceptance_within_the_reuse_window_still_sees_a_job_that_changed(cli
     assert accepted.status_code == 201 and accepted.json()["changed_evidence"] == ["E1"]
 
 
-def test_an_acceptance_in_the_admin_shows_what_changed_and_asks_for_the_acknowledgement(client, staff_user,
-                                                                                        packet):
+def test_an_acceptance_in_the_admin_shows_what_changed_and_asks_for_the_acknowledgement(client, staff_user, packet):
     admin = client_for(staff_user)
     page_url = reverse("admin:agentrun_reviewpacket_change", args=[packet.pk])
     assert 'id="acknowledge-changed-evidence"' not in admin.get(page_url).content.decode()  # checked: unchanged
@@ -276,7 +284,7 @@ def test_an_acceptance_in_the_admin_shows_what_changed_and_asks_for_the_acknowle
 def _card(page: str, ref: str) -> str:
     start = page.index(f'id="evidence-{ref}"')
     end = page.find('class="sa-evidence', start)
-    return page[start:end if end > 0 else len(page)]
+    return page[start : end if end > 0 else len(page)]
 
 
 def test_a_changed_job_shows_its_old_and_new_status_in_its_card(staff_user, packet):
@@ -292,10 +300,13 @@ def test_a_new_revision_shows_in_its_card_with_links_to_both_revisions(staff_use
     document_publish(code="DOC-EXPORT-7", title="CSV export permissions", body=NEW_EXPORT_TEXT, public=True)
     page = client_for(staff_user).get(reverse("admin:agentrun_reviewpacket_change", args=[packet.pk])).content.decode()
     card = _card(page, "E2")
-    revisions = {r.label: reverse("admin:tickets_documentrevision_change", args=[r.pk])
-                 for r in DocumentRevision.objects.filter(document__code="DOC-EXPORT-7")}
-    assert (f'DOC-EXPORT-7: <a class="old" href="{revisions["r3"]}">r3</a> → '
-            f'<a class="new" href="{revisions["r4"]}">r4</a>') in card
+    revisions = {
+        r.label: reverse("admin:tickets_documentrevision_change", args=[r.pk])
+        for r in DocumentRevision.objects.filter(document__code="DOC-EXPORT-7")
+    }
+    assert (
+        f'DOC-EXPORT-7: <a class="old" href="{revisions["r3"]}">r3</a> → <a class="new" href="{revisions["r4"]}">r4</a>'
+    ) in card
 
 
 def test_a_retired_document_shows_no_longer_found_in_its_card(staff_user, packet):
@@ -303,18 +314,25 @@ def test_a_retired_document_shows_no_longer_found_in_its_card(staff_user, packet
     page = client_for(staff_user).get(reverse("admin:agentrun_reviewpacket_change", args=[packet.pk])).content.decode()
     card = _card(page, "E2")
     assert 'id="changed-E2"' in card
-    assert re.search(r'DOC-EXPORT-7: <a class="old" href="[^"]+">r3</a> → <span class="new">no longer found</span>',
-                     card)
+    assert re.search(
+        r'DOC-EXPORT-7: <a class="old" href="[^"]+">r3</a> → <span class="new">no longer found</span>', card
+    )
 
 
 def _search_evidence(packet: ReviewPacket, query: str) -> Evidence:
     """Evidence of T-1001 from a search for `query` as the backend answers it now."""
     result = TOOLS["search_docs"].backend(SessionScope.of(packet.run.session), {"query": query, "max_results": 3})
     with transaction.atomic():
-        return evidence_record(ticket_id=packet.run.ticket_id, tool="search_docs",
-                               args={"query": query, "max_results": 3}, args_key=query,
-                               content=json.dumps(result.content, sort_keys=True), source_ref=result.source_ref,
-                               truncated=False, run_id=packet.run_id)
+        return evidence_record(
+            ticket_id=packet.run.ticket_id,
+            tool="search_docs",
+            args={"query": query, "max_results": 3},
+            args_key=query,
+            content=json.dumps(result.content, sort_keys=True),
+            source_ref=result.source_ref,
+            truncated=False,
+            run_id=packet.run_id,
+        )
 
 
 def test_a_document_reads_the_same_on_every_packet_whatever_query_cited_it(client, staff_user, packet):
@@ -326,9 +344,12 @@ def test_a_document_reads_the_same_on_every_packet_whatever_query_cited_it(clien
     ReviewPacket.objects.filter(pk=other.pk).update(evidence_refs=[by_title.ref])
     by_code = json.loads(Evidence.objects.get(ticket=packet.run.ticket, number=2).content)
     assert "DOC-EXPORT-7" in {r["id"] for r in by_code["results"]}
-    document_publish(code="DOC-EXPORT-7", title="CSV download permissions",
-                     body="Only editors and owners may download CSV files; owners grant this under Settings > Members.",
-                     public=True)
+    document_publish(
+        code="DOC-EXPORT-7",
+        title="CSV download permissions",
+        body="Only editors and owners may download CSV files; owners grant this under Settings > Members.",
+        public=True,
+    )
     scope = SessionScope.of(packet.run.session)
     now_by_code = TOOLS["search_docs"].backend(scope, Evidence.objects.get(ticket=packet.run.ticket, number=2).args)
     assert "DOC-EXPORT-7" not in {r["id"] for r in now_by_code.content["results"]}  # its query no longer finds it

@@ -1,4 +1,5 @@
 """The roles, what each may do, and the commands that set them up."""
+
 import pytest
 from django.contrib.auth.models import Group, User
 from django.contrib.auth.password_validation import validate_password
@@ -24,7 +25,11 @@ def test_setup_roles_creates_exactly_the_four_groups_and_is_idempotent(db):
     call_command("setup_roles")
     call_command("setup_roles")
     assert set(Group.objects.values_list("name", flat=True)) == {
-        SUPPORT_STAFF, SUPERVISORS, KNOWLEDGE_EDITORS, INTEGRATIONS}
+        SUPPORT_STAFF,
+        SUPERVISORS,
+        KNOWLEDGE_EDITORS,
+        INTEGRATIONS,
+    }
     for name, perms in ROLES.items():
         group = Group.objects.get(name=name)
         assert group.permissions.count() == len(set(perms))
@@ -32,8 +37,12 @@ def test_setup_roles_creates_exactly_the_four_groups_and_is_idempotent(db):
 
 def test_supervisors_can_do_everything_staff_can_and_more(staff_user, supervisor_user):
     staff_only = {"agentrun.start_investigation", "agentrun.review_packet", "tickets.view_ticket", "agentrun.view_run"}
-    supervisor_extra = {"agentrun.view_dashboard", "agentrun.answer_approval", "agentrun.cancel_run",
-                        "agentrun.change_budget_defaults"}
+    supervisor_extra = {
+        "agentrun.view_dashboard",
+        "agentrun.answer_approval",
+        "agentrun.cancel_run",
+        "agentrun.change_budget_defaults",
+    }
     assert all(staff_user.has_perm(p) for p in staff_only)
     assert not any(staff_user.has_perm(p) for p in supervisor_extra)
     assert all(supervisor_user.has_perm(p) for p in staff_only | supervisor_extra)
@@ -42,8 +51,12 @@ def test_supervisors_can_do_everything_staff_can_and_more(staff_user, supervisor
 def test_knowledge_editors_may_read_add_and_publish_documents_and_nothing_else(db):
     group = roles_setup()[KNOWLEDGE_EDITORS]
     perms = {f"{p.content_type.app_label}.{p.codename}" for p in group.permissions.select_related("content_type")}
-    assert perms == {"tickets.view_document", "tickets.add_document", "tickets.change_document",
-                     "tickets.view_documentrevision"}
+    assert perms == {
+        "tickets.view_document",
+        "tickets.add_document",
+        "tickets.change_document",
+        "tickets.view_documentrevision",
+    }
 
 
 def test_only_knowledge_editors_among_staff_roles_may_publish_documents(staff_user, supervisor_user):
@@ -73,8 +86,10 @@ def test_a_user_without_a_role_is_refused_by_every_service(outsider, demo):
 
 def test_support_staff_may_not_cancel_or_answer_approvals(staff_user, demo):
     run = make_runs(1)[0]
-    for call in (lambda: do_cancel(user=staff_user, run_id=run.pk),
-                 lambda: do_answer_approval(user=staff_user, run_id=run.pk, grant=False)):
+    for call in (
+        lambda: do_cancel(user=staff_user, run_id=run.pk),
+        lambda: do_answer_approval(user=staff_user, run_id=run.pk, grant=False),
+    ):
         with pytest.raises(Refused) as refused:
             call()
         assert refused.value.status == 403

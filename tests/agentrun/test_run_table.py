@@ -4,6 +4,7 @@ A step rewrites its run's row; with room left on the page and no indexed column
 changed, PostgreSQL keeps the new version there and writes none of the run's
 indexes (a heap-only update). Counted by the server for this transaction.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -20,15 +21,20 @@ pytestmark = pytest.mark.skipif(connection.vendor != "postgresql", reason="a Pos
 def _updates_so_far() -> tuple[int, int]:
     """Rows of the run table this transaction updated, and how many of those updates stayed on their page."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = %s",
-                       [Run._meta.db_table])
+        cursor.execute(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = %s", [Run._meta.db_table]
+        )
         return cursor.fetchone()
 
 
 def test_the_steps_of_many_runs_update_their_rows_in_place(demo):
     first = run_start(ticket=Ticket.objects.get(ref="T-1001"), budget=Budget())
-    runs = Run.objects.bulk_create([Run(**{f.attname: getattr(first, f.attname) for f in Run._meta.concrete_fields
-                                          if not f.primary_key}) for _ in range(150)])
+    runs = Run.objects.bulk_create(
+        [
+            Run(**{f.attname: getattr(first, f.attname) for f in Run._meta.concrete_fields if not f.primary_key})
+            for _ in range(150)
+        ]
+    )
     updated, in_place = _updates_so_far()
     for run in Run.objects.filter(pk__in=[run.pk for run in runs]):  # a step: counters and the lease, not the status
         run.model_requests += 1

@@ -1,4 +1,5 @@
 """Normalizing and validating tool arguments (CONFORMANCE §3, §4). Pure: no database."""
+
 from __future__ import annotations
 
 from typing import get_args
@@ -23,7 +24,9 @@ def normalized(tool, args):
 def is_bad_arguments(tool, args) -> bool:
     result = normalize_call(Call(tool, args))
     return isinstance(result, Stop) and (result.status, result.detail) == (
-        Status.INVALID_OR_FORBIDDEN, Detail.BAD_ARGUMENTS)
+        Status.INVALID_OR_FORBIDDEN,
+        Detail.BAD_ARGUMENTS,
+    )
 
 
 @pytest.mark.parametrize(
@@ -124,12 +127,17 @@ def test_job_id_of_thirteen_digits_with_padding_is_still_too_long():
 
 
 def test_normalize_leaves_non_strings_for_validation():
-    assert TOOLS["search_docs"].args.normalize({"query": " A  B ", "max_results": 3.0}) == {"query": "a b", "max_results": 3.0}
+    assert TOOLS["search_docs"].args.normalize({"query": " A  B ", "max_results": 3.0}) == {
+        "query": "a b",
+        "max_results": 3.0,
+    }
 
 
 def test_normalize_applies_case_rules_only_to_their_own_argument():
     assert TOOLS["read_job_status"].args.normalize({"job_id": "j-1", "note": " Keep  Case "}) == {
-        "job_id": "J-1", "note": "Keep Case"}
+        "job_id": "J-1",
+        "note": "Keep Case",
+    }
 
 
 def test_call_key_is_the_same_for_equivalent_calls():

@@ -1,4 +1,5 @@
 """engine.sql: the named statements read what the ORM reads, and a step's writes go together."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,8 +20,9 @@ def run(demo) -> Run:
 
 
 def _attempt(run: Run, seq: int, tool: str, **values) -> ToolAttempt:
-    return ToolAttempt.objects.create(run=run, seq=seq, tool=tool, args={"q": "é\u2028x"}, call_key=f"k{seq}",
-                                      started_at=timezone.now(), **values)
+    return ToolAttempt.objects.create(
+        run=run, seq=seq, tool=tool, args={"q": "é\u2028x"}, call_key=f"k{seq}", started_at=timezone.now(), **values
+    )
 
 
 def test_the_locked_run_reads_as_the_orm_reads_it_with_its_session_ticket_and_tally(run):
@@ -35,8 +37,11 @@ def test_the_locked_run_reads_as_the_orm_reads_it_with_its_session_ticket_and_ta
         assert getattr(locked, f.attname) == getattr(by_orm, f.attname), f.name
     assert locked.session.ref == by_orm.session.ref and locked.ticket.ref == "T-1001"
     assert (locked.tally.requests, locked.tally.attempts) == (1, 3)
-    assert (locked.tally.of("search_docs"), locked.tally.of("read_job_status"), locked.tally.of("read_service_status")) \
-        == (2, 1, 0)
+    assert (
+        locked.tally.of("search_docs"),
+        locked.tally.of("read_job_status"),
+        locked.tally.of("read_service_status"),
+    ) == (2, 1, 0)
 
 
 def test_a_missing_run_is_said_so(db):
@@ -58,8 +63,16 @@ def test_the_relocked_run_takes_up_what_others_changed(run):
 
 
 def test_the_context_rows_are_the_tickets_evidence_the_runs_attempts_and_its_last_notes(run):
-    evidence = Evidence.objects.create(ticket=run.ticket, number=41, tool="search_docs", args={"query": "x"},
-                                       content="{}", content_hash="h" * 64, truncated=True, captured_at=timezone.now())
+    evidence = Evidence.objects.create(
+        ticket=run.ticket,
+        number=41,
+        tool="search_docs",
+        args={"query": "x"},
+        content="{}",
+        content_hash="h" * 64,
+        truncated=True,
+        captured_at=timezone.now(),
+    )
     _attempt(run, 1, "search_docs", evidence=evidence, outcome="ok")
     _attempt(run, 2, "read_job_status", outcome="timeout")
     for n in range(7):
@@ -67,7 +80,10 @@ def test_the_context_rows_are_the_tickets_evidence_the_runs_attempts_and_its_las
     Observation.objects.create(run=run, kind=Observation.Kind.DISCARDED, text="never shown")
     shown, attempts, notes = context_rows(ticket_id=run.ticket_id, run_id=run.pk, last_notes=5)
     assert (41, "search_docs", {"query": "x"}, "{}", "", True) in shown
-    assert attempts == (("search_docs", {"q": "é\u2028x"}, "ok", 41), ("read_job_status", {"q": "é\u2028x"}, "timeout", None))
+    assert attempts == (
+        ("search_docs", {"q": "é\u2028x"}, "ok", 41),
+        ("read_job_status", {"q": "é\u2028x"}, "timeout", None),
+    )
     assert notes == ("note 2", "note 3", "note 4", "note 5", "note 6")
 
 
@@ -85,10 +101,12 @@ def test_a_steps_writes_go_together_and_write_what_the_orm_would(run):
     statements = _Statements()
     with transaction.atomic(), connection.execute_wrapper(statements):
         with StepWrites() as writes:
-            writes.insert(ModelRequest(run_id=run.pk, seq=1, reserved_tokens=5, reserved_cost_micros=6,
-                                       started_at=timezone.now()))
-            writes.update(ToolAttempt, {"run_id": run.pk, "seq": 1}, outcome="ok", latency_ms=12,
-                          args={"q": "é\u2028y"})
+            writes.insert(
+                ModelRequest(run_id=run.pk, seq=1, reserved_tokens=5, reserved_cost_micros=6, started_at=timezone.now())
+            )
+            writes.update(
+                ToolAttempt, {"run_id": run.pk, "seq": 1}, outcome="ok", latency_ms=12, args={"q": "é\u2028y"}
+            )
             run.model_requests, run.version = 1, run.version + 1
             writes.save(run, ["model_requests", "version"])
             assert statements.sql == []  # nothing sent before the step's end
@@ -128,10 +146,12 @@ def test_a_failing_held_write_fails_the_step(run):
     with pytest.raises(IntegrityError):
         with transaction.atomic(), StepWrites() as writes:
             writes.update(Run, {"pk": run.pk}, stop_note="never")
-            writes.insert(ModelRequest(run_id=run.pk, seq=1, reserved_tokens=1, reserved_cost_micros=1,
-                                       started_at=timezone.now()))
-            writes.insert(ModelRequest(run_id=run.pk, seq=1, reserved_tokens=1, reserved_cost_micros=1,
-                                       started_at=timezone.now()))  # the same (run, seq) twice
+            writes.insert(
+                ModelRequest(run_id=run.pk, seq=1, reserved_tokens=1, reserved_cost_micros=1, started_at=timezone.now())
+            )
+            writes.insert(
+                ModelRequest(run_id=run.pk, seq=1, reserved_tokens=1, reserved_cost_micros=1, started_at=timezone.now())
+            )  # the same (run, seq) twice
     assert Run.objects.get(pk=run.pk).stop_note == ""
 
 

@@ -1,4 +1,5 @@
 """A run past its deadline is ended (DEADLINE) whenever staff read it or act on it, watchdog or not."""
+
 from __future__ import annotations
 
 import pytest

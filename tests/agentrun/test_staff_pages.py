@@ -1,4 +1,5 @@
 """staff.pages.staff_page: a Refused raised by an admin view becomes the page's answer."""
+
 import pytest
 from django.contrib.messages import get_messages
 from django.contrib.messages.storage.fallback import FallbackStorage

@@ -1,4 +1,5 @@
 """Times on staff pages: one format, labelled with its zone, in each viewer's own time zone."""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime
@@ -21,12 +22,15 @@ def _render(value) -> str:
     return Template("{% load staff_format %}{{ value|when }}").render(Context({"value": value}))
 
 
-@pytest.mark.parametrize("zone,shown", [
-    ("UTC", "2026-09-14 10:02:00 UTC"),
-    ("Europe/Berlin", "2026-09-14 12:02:00 CEST"),
-    ("America/New_York", "2026-09-14 06:02:00 EDT"),
-    ("Asia/Kolkata", "2026-09-14 15:32:00 IST"),
-])
+@pytest.mark.parametrize(
+    "zone,shown",
+    [
+        ("UTC", "2026-09-14 10:02:00 UTC"),
+        ("Europe/Berlin", "2026-09-14 12:02:00 CEST"),
+        ("America/New_York", "2026-09-14 06:02:00 EDT"),
+        ("Asia/Kolkata", "2026-09-14 15:32:00 IST"),
+    ],
+)
 def test_a_time_is_shown_in_the_active_zone_and_labelled_with_it(zone, shown):
     with timezone.override(zone):
         assert _render(FAILED_AT) == shown
@@ -47,7 +51,9 @@ def test_without_a_preference_times_are_in_the_time_zone_setting(staff_user, set
     assert staff_time_zone(user_id=staff_user.pk) == "Europe/Paris"
 
 
-@pytest.mark.parametrize("raw,zone", [("", "UTC"), ("Europe/Berlin", "Europe/Berlin"), (" Asia/Kolkata ", "Asia/Kolkata")])
+@pytest.mark.parametrize(
+    "raw,zone", [("", "UTC"), ("Europe/Berlin", "Europe/Berlin"), (" Asia/Kolkata ", "Asia/Kolkata")]
+)
 def test_the_time_zone_setting_is_read_from_the_environment(monkeypatch, raw, zone):
     monkeypatch.setenv("DJANGO_TIME_ZONE", raw)
     assert env_time_zone("DJANGO_TIME_ZONE") == zone

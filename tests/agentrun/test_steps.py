@@ -1,4 +1,5 @@
 """engine.steps: every field a step sets on its run is saved, on every path the loop takes."""
+
 from __future__ import annotations
 
 import pytest
@@ -30,6 +31,7 @@ def steps_checked(monkeypatch):
                 assert _stored(Run.objects.get(pk=nxt.run.pk)) == _stored(nxt.run), step.__name__
                 checked.append(nxt.run.version)
             return nxt
+
         return call
 
     monkeypatch.setattr(loop, "run_begin", compared(run_begin))
@@ -38,20 +40,29 @@ def steps_checked(monkeypatch):
 
 
 @pytest.mark.usefixtures("settle")
-@pytest.mark.parametrize(("model", "fields", "status"), [
-    ([J42, DOCS, DRAFT], {}, "COMPLETED"),
-    ([RAW, {"draft": {"summary": " ", "evidence": []}}, RAW], {"budget": {"max_model_requests": 3}}, "MODEL_LIMIT"),
-    ([J42, J77], {}, "INVALID_OR_FORBIDDEN"),
-    ([J42, J42], {"faults": {"read_job_status": [{"fail": "error"}]}}, "NO_PROGRESS"),
-    ([J42, DRAFT], {"faults": {"read_job_status": [{"fail": "transient"}, None]}}, "COMPLETED"),
-    ([J42, DRAFT], {"require_approval": ["read_job_status"], "approval": "grant"}, "COMPLETED"),
-    ([J42, DRAFT], {"require_approval": ["read_job_status"], "approval": "deny"}, "INVALID_OR_FORBIDDEN"),
-    ([J42, {"error": "provider said 500"}], {}, "MODEL_ERROR"),
-    ([{"handoff": "a person should call the customer"}], {}, "NEEDS_HELP"),
-    ([J42, DRAFT], {"budget": {"deadline_seconds": 45, "operation_timeout_seconds": 5},
-                    "start": {"elapsed_seconds": 44.0}, "faults": {"read_job_status": [{"delay_seconds": 2.5}]}},
-     "DEADLINE"),
-])
+@pytest.mark.parametrize(
+    ("model", "fields", "status"),
+    [
+        ([J42, DOCS, DRAFT], {}, "COMPLETED"),
+        ([RAW, {"draft": {"summary": " ", "evidence": []}}, RAW], {"budget": {"max_model_requests": 3}}, "MODEL_LIMIT"),
+        ([J42, J77], {}, "INVALID_OR_FORBIDDEN"),
+        ([J42, J42], {"faults": {"read_job_status": [{"fail": "error"}]}}, "NO_PROGRESS"),
+        ([J42, DRAFT], {"faults": {"read_job_status": [{"fail": "transient"}, None]}}, "COMPLETED"),
+        ([J42, DRAFT], {"require_approval": ["read_job_status"], "approval": "grant"}, "COMPLETED"),
+        ([J42, DRAFT], {"require_approval": ["read_job_status"], "approval": "deny"}, "INVALID_OR_FORBIDDEN"),
+        ([J42, {"error": "provider said 500"}], {}, "MODEL_ERROR"),
+        ([{"handoff": "a person should call the customer"}], {}, "NEEDS_HELP"),
+        (
+            [J42, DRAFT],
+            {
+                "budget": {"deadline_seconds": 45, "operation_timeout_seconds": 5},
+                "start": {"elapsed_seconds": 44.0},
+                "faults": {"read_job_status": [{"delay_seconds": 2.5}]},
+            },
+            "DEADLINE",
+        ),
+    ],
+)
 def test_every_field_a_step_sets_is_saved(play, steps_checked, model, fields, status):
     report = play(model, **fields)
     assert report["status"] == status
@@ -60,8 +71,12 @@ def test_every_field_a_step_sets_is_saved(play, steps_checked, model, fields, st
 
 def test_the_packet_lists_the_attempt_the_last_step_settled(play, settle):
     """The step that settles an attempt and ends the run sends the attempt's outcome before the packet reads it."""
-    report = play([J42, DRAFT], budget={"deadline_seconds": 45, "operation_timeout_seconds": 5},
-                  start={"elapsed_seconds": 44.0}, faults={"read_job_status": [{"delay_seconds": 2.5}]})
+    report = play(
+        [J42, DRAFT],
+        budget={"deadline_seconds": 45, "operation_timeout_seconds": 5},
+        start={"elapsed_seconds": 44.0},
+        faults={"read_job_status": [{"delay_seconds": 2.5}]},
+    )
     settle()
     assert [a["outcome"] for a in ReviewPacket.objects.get(run_id=report["run"]).attempts] == ["timeout"]
 

@@ -1,4 +1,5 @@
 """A new packet for a ticket supersedes its older pending ones, with the step that writes it."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,8 +29,13 @@ def test_reviewed_packets_and_other_tickets_are_left_alone(ticket_t1001, roles):
     reviewer = make_user("reviewer", None)
     accepted = investigate(ticket_t1001)
     packet_review(packet_id=accepted.packet.pk, reviewer=reviewer, decision="accepted")
-    other_ticket = Ticket.objects.create(ref="T-9002", account=ticket_t1001.account, session=ticket_t1001.session,
-                                         subject="Another", body=ticket_t1001.body)
+    other_ticket = Ticket.objects.create(
+        ref="T-9002",
+        account=ticket_t1001.account,
+        session=ticket_t1001.session,
+        subject="Another",
+        body=ticket_t1001.body,
+    )
     other = investigate(other_ticket)
     investigate(ticket_t1001)
 

@@ -1,4 +1,5 @@
 """The three read-only tools return what CONFORMANCE §4 and the demo data (§6) say."""
+
 from __future__ import annotations
 
 import pytest
@@ -50,17 +51,23 @@ def ids(result) -> list[str]:
 def test_search_finds_a_new_revision_and_forgets_the_old_one(dana):
     document = Document.objects.get(code="DOC-EXPORT-7")
     document.revisions.filter(is_current=True).update(is_current=False)
-    DocumentRevision.objects.create(document=document, number=4, body="Exports need the zircon badge.",
-                                    is_current=True, published_at=timezone.now())
+    DocumentRevision.objects.create(
+        document=document, number=4, body="Exports need the zircon badge.", is_current=True, published_at=timezone.now()
+    )
     assert ids(search(dana, "zircon badge")) == ["DOC-EXPORT-7"]
     found = search(dana, "export_role_required").content["results"]
     assert [(r["revision"], "EXPORT_ROLE_REQUIRED" in r["excerpt"]) for r in found if r["id"] == "DOC-EXPORT-7"] == [
-        ("r4", False)]
+        ("r4", False)
+    ]
 
 
 def test_search_follows_a_published_text_and_a_renamed_title(dana):
-    document_publish(code="DOC-EXPORT-7", title="CSV export permissions", public=True,
-                     body="Nothing about roles here; ask about the obsidian ledger.")
+    document_publish(
+        code="DOC-EXPORT-7",
+        title="CSV export permissions",
+        public=True,
+        body="Nothing about roles here; ask about the obsidian ledger.",
+    )
     assert ids(search(dana, "obsidian ledger")) == ["DOC-EXPORT-7"]
     Document.objects.filter(code="DOC-EXPORT-7").update(title="Basalt archive settings")
     assert ids(search(dana, "basalt archive")) == ["DOC-EXPORT-7"]
@@ -72,8 +79,9 @@ def test_search_ranks_a_title_match_above_a_body_match(dana):
     in_title = Document.objects.create(code="DOC-T", title="Quartz retention")
     in_body = Document.objects.create(code="DOC-B", title="Other matters")
     DocumentRevision.objects.create(document=in_title, number=1, body="Unrelated.", is_current=True, published_at=now)
-    DocumentRevision.objects.create(document=in_body, number=1, body="Quartz retention applies.", is_current=True,
-                                    published_at=now)
+    DocumentRevision.objects.create(
+        document=in_body, number=1, body="Quartz retention applies.", is_current=True, published_at=now
+    )
     assert ids(search(dana, "quartz retention")) == ["DOC-T", "DOC-B"]
 
 
@@ -86,7 +94,8 @@ def test_service_status_shows_status_and_recent_incidents(dana):
     export = TOOLS["read_service_status"].backend(dana, {"service": "export"}).content
     assert export["status"] == "operational"
     assert [(i["id"], i["status"], i["resolved_at"]) for i in export["incidents"]] == [
-        ("INC-311", "resolved", "2026-09-13T09:30:00Z")]
+        ("INC-311", "resolved", "2026-09-13T09:30:00Z")
+    ]
     billing = TOOLS["read_service_status"].backend(dana, {"service": "billing"}).content
     assert billing["status"] == "degraded"
     assert [(i["id"], i["status"], i["resolved_at"]) for i in billing["incidents"]] == [("INC-330", "open", None)]
@@ -129,7 +138,12 @@ def test_portable_search_ranks_like_the_postgres_one_on_the_demo_documents(dana)
 @pytest.mark.parametrize("word", ["access", "accessing", "Albatross", "status", "process"])
 def test_search_finds_words_ending_in_s_as_written(dana, word):
     document = Document.objects.create(code="DOC-WORDS-1", title="Words", public=True)
-    DocumentRevision.objects.create(document=document, number=1, is_current=True, published_at=timezone.now(),
-                                    body="Members lose access while an albatross status check is in process.")
+    DocumentRevision.objects.create(
+        document=document,
+        number=1,
+        is_current=True,
+        published_at=timezone.now(),
+        body="Members lose access while an albatross status check is in process.",
+    )
     assert "DOC-WORDS-1" in ids(search(dana, word))
     assert "DOC-WORDS-1" in portable(word)

@@ -1,4 +1,5 @@
 """Without a broker (no Celery beat) the web process's own watchdog thread ends runs at their deadline."""
+
 from __future__ import annotations
 
 import os
@@ -48,16 +49,18 @@ def test_it_starts_once_per_process_and_only_without_a_broker(settings, transact
 def _threads_after(code: str, tmp_path: Path) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_", "CELERY_", "AGENT_"))}
     env |= {"SUPPORTAGENT_VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "supportagent.settings"}
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
-@pytest.mark.parametrize("loads, started", [
-    ("import supportagent.wsgi", True),  # the web process (runserver loads it too)
-    ("import django; django.setup()", False),  # management commands, tests, workers
-])
+@pytest.mark.parametrize(
+    "loads, started",
+    [
+        ("import supportagent.wsgi", True),  # the web process (runserver loads it too)
+        ("import django; django.setup()", False),  # management commands, tests, workers
+    ],
+)
 def test_the_web_process_starts_it_nothing_else_does(tmp_path, loads, started):
     shown = _threads_after(f"{loads}; import threading; print([t.name for t in threading.enumerate()])", tmp_path)
     assert ("agentrun-watchdog" in shown) is started

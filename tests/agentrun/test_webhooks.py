@@ -1,4 +1,5 @@
 """Packet notifications: signed events to a real local HTTP endpoint, after commit, with retries."""
+
 from __future__ import annotations
 
 import hashlib
@@ -57,8 +58,10 @@ def test_a_written_packet_is_sent_signed_after_its_step_commits(ticket_t1001, ho
     assert event["ticket"] == {"ref": "T-1001", "source": "zendesk", "external_id": "48213"}
     assert event["run"]["id"] == run.pk and event["run"]["status"] == "COMPLETED"
     assert event["run"]["stop_reason"].startswith("The model returned a valid draft")
-    assert event["packet"] == {"summary": "The export needs the admin role.",
-                               "url": f"{SITE}/admin/agentrun/reviewpacket/run/{run.pk}/"}
+    assert event["packet"] == {
+        "summary": "The export needs the admin role.",
+        "url": f"{SITE}/admin/agentrun/reviewpacket/run/{run.pk}/",
+    }
     assert event["review"] is None
     delivery = WebhookDelivery.objects.get()
     assert (delivery.status, delivery.attempt_count, delivery.run_id) == ("delivered", 1, run.pk)
@@ -123,7 +126,8 @@ def test_a_4xx_fails_for_good_at_once(ticket_t1001, receivers, settings):
 
 
 def test_an_unreachable_receiver_is_tried_as_often_as_allowed_and_the_secret_stays_out(
-        ticket_t1001, settings, caplog, receivers):
+    ticket_t1001, settings, caplog, receivers
+):
     closed = receivers()
     url = closed.url + "?token=" + SECRET  # a URL may carry a token: it is no more logged than the secret
     closed.close()
@@ -140,11 +144,24 @@ def test_an_unreachable_receiver_is_tried_as_often_as_allowed_and_the_secret_sta
     assert "attempt 3 failed for good" in caplog.text and SECRET not in caplog.text
 
 
-@pytest.mark.parametrize(("status", "number", "outcome"), [
-    (200, 1, "delivered"), (204, 5, "delivered"), (500, 1, "retry"), (302, 1, "retry"), (None, 4, "retry"),
-    (408, 1, "retry"), (429, 1, "retry"), (400, 1, "failed"), (401, 1, "failed"), (404, 1, "failed"),
-    (500, 5, "failed"), (None, 5, "failed"), (429, 5, "failed"),
-])
+@pytest.mark.parametrize(
+    ("status", "number", "outcome"),
+    [
+        (200, 1, "delivered"),
+        (204, 5, "delivered"),
+        (500, 1, "retry"),
+        (302, 1, "retry"),
+        (None, 4, "retry"),
+        (408, 1, "retry"),
+        (429, 1, "retry"),
+        (400, 1, "failed"),
+        (401, 1, "failed"),
+        (404, 1, "failed"),
+        (500, 5, "failed"),
+        (None, 5, "failed"),
+        (429, 5, "failed"),
+    ],
+)
 def test_which_answers_are_tried_again(status, number, outcome):
     assert attempt_outcome(http_status=status, number=number, max_attempts=5) == outcome
 
@@ -187,7 +204,8 @@ def _statements(ticket) -> list[str]:
 
 
 def test_the_event_adds_no_statement_to_a_run_on_postgresql_and_none_when_unconfigured(
-        ticket_t1001, receivers, settings):
+    ticket_t1001, receivers, settings
+):
     receiver = receivers()
     settings.AGENT_PACKET_WEBHOOK_URL = ""
     _statements(ticket_t1001)  # warm: the first run of a process reads what later runs have cached
@@ -234,14 +252,27 @@ def test_supervisors_see_deliveries_read_only_and_staff_do_not(ticket_t1001, hoo
     assert staff_client.get("/admin/agentrun/webhookdelivery/").status_code == 403
 
 
-@pytest.mark.parametrize(("env", "complaint"), [
-    ({"AGENT_PACKET_WEBHOOK_URL": "https://desk.example.com/hook", "AGENT_SITE_URL": SITE},
-     "AGENT_PACKET_WEBHOOK_SECRET must be set"),
-    ({"AGENT_PACKET_WEBHOOK_URL": "https://desk.example.com/hook", "AGENT_PACKET_WEBHOOK_SECRET": SECRET},
-     "AGENT_SITE_URL must be set"),
-    ({"AGENT_PACKET_WEBHOOK_URL": "desk.example.com/hook?token=abc", "AGENT_PACKET_WEBHOOK_SECRET": SECRET,
-      "AGENT_SITE_URL": SITE}, "AGENT_PACKET_WEBHOOK_URL must be an absolute"),
-])
+@pytest.mark.parametrize(
+    ("env", "complaint"),
+    [
+        (
+            {"AGENT_PACKET_WEBHOOK_URL": "https://desk.example.com/hook", "AGENT_SITE_URL": SITE},
+            "AGENT_PACKET_WEBHOOK_SECRET must be set",
+        ),
+        (
+            {"AGENT_PACKET_WEBHOOK_URL": "https://desk.example.com/hook", "AGENT_PACKET_WEBHOOK_SECRET": SECRET},
+            "AGENT_SITE_URL must be set",
+        ),
+        (
+            {
+                "AGENT_PACKET_WEBHOOK_URL": "desk.example.com/hook?token=abc",
+                "AGENT_PACKET_WEBHOOK_SECRET": SECRET,
+                "AGENT_SITE_URL": SITE,
+            },
+            "AGENT_PACKET_WEBHOOK_URL must be an absolute",
+        ),
+    ],
+)
 def test_incomplete_webhook_settings_are_refused(monkeypatch, env, complaint):
     for name in ("AGENT_PACKET_WEBHOOK_URL", "AGENT_PACKET_WEBHOOK_SECRET", "AGENT_SITE_URL"):
         monkeypatch.delenv(name, raising=False)
@@ -264,8 +295,13 @@ def test_webhook_settings_read_whole(monkeypatch):
 
 def test_a_worker_delivers_and_retries_with_countdown(demo_committed, receivers, tmp_path):
     receiver = receivers(statuses=(500, 200))
-    cluster = Cluster(tmp_path, AGENT_PACKET_WEBHOOK_URL=receiver.url, AGENT_PACKET_WEBHOOK_SECRET=SECRET,
-                      AGENT_SITE_URL=SITE, AGENT_PACKET_WEBHOOK_BACKOFF_SECONDS="0.5")
+    cluster = Cluster(
+        tmp_path,
+        AGENT_PACKET_WEBHOOK_URL=receiver.url,
+        AGENT_PACKET_WEBHOOK_SECRET=SECRET,
+        AGENT_SITE_URL=SITE,
+        AGENT_PACKET_WEBHOOK_BACKOFF_SECONDS="0.5",
+    )
     from tickets.models import Ticket
 
     with publishing_to(celery_app, cluster.queue):

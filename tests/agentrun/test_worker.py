@@ -1,4 +1,5 @@
 """The production path: Celery workers on Redis and PostgreSQL, crashes, duplicates, the watchdog."""
+
 from __future__ import annotations
 
 import os
@@ -45,7 +46,9 @@ def scenario_run(model, **fields) -> Run:
 def packet_content(run: Run) -> dict:
     packet = run.packet
     return {
-        "summary": packet.summary, "evidence": packet.evidence_refs, "open_questions": packet.open_questions,
+        "summary": packet.summary,
+        "evidence": packet.evidence_refs,
+        "open_questions": packet.open_questions,
         "stop_reason": packet.stop_reason,
         "attempts": [{k: a[k] for k in ("tool", "args", "outcome", "evidence")} for a in packet.attempts],
     }
@@ -53,8 +56,9 @@ def packet_content(run: Run) -> dict:
 
 def test_worker_completes_the_same_packet_as_the_inline_run(cluster):
     ticket = Ticket.objects.get(ref="T-1001")
-    twin = Ticket.objects.create(ref="T-1001-W", account=ticket.account, session=ticket.session,
-                                 subject=ticket.subject, body=ticket.body)
+    twin = Ticket.objects.create(
+        ref="T-1001-W", account=ticket.account, session=ticket.session, subject=ticket.subject, body=ticket.body
+    )
     celery_app.conf.task_always_eager = True
     try:
         inline = investigation_start(ticket=ticket)
@@ -87,15 +91,21 @@ def test_a_killed_worker_s_run_is_resumed_with_its_counters_and_deadline(cluster
     cluster.worker()
 
     def watchdog_once():
-        subprocess.run([sys.executable, "manage.py", "watchdog", "--once"], cwd=ROOT, env=cluster.env,
-                       check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "manage.py", "watchdog", "--once"],
+            cwd=ROOT,
+            env=cluster.env,
+            check=True,
+            capture_output=True,
+        )
         return terminal(run.pk)
 
     done = wait_for(watchdog_once, 30, "the run to be picked up again and finish", every=0.5)
 
     assert done.status == Status.COMPLETED
     assert list(done.attempts.values_list("tool", "outcome")) == [
-        ("read_job_status", "interrupted"), ("search_docs", "ok"),
+        ("read_job_status", "interrupted"),
+        ("search_docs", "ok"),
     ]
     assert (before.model_requests, before.tool_attempts) == (1, 1)
     assert (done.model_requests, done.tool_attempts) == (3, 2)
@@ -108,8 +118,11 @@ def test_duplicate_deliveries_and_racing_workers_run_each_operation_once(cluster
     cluster.worker()
     probe = f"probe-{uuid.uuid4().hex[:8]}"
     slow = {"delay_seconds": 0.3}
-    run = scenario_run([{**J42, **slow}, {**DOCS, **slow}, {**DRAFT, **slow}], probe=probe,
-                       faults={"read_job_status": [slow], "search_docs": [slow]})
+    run = scenario_run(
+        [{**J42, **slow}, {**DOCS, **slow}, {**DRAFT, **slow}],
+        probe=probe,
+        faults={"read_job_status": [slow], "search_docs": [slow]},
+    )
     for _ in range(4):  # the same task, delivered again and again, to two workers
         advance_run.apply_async((run.pk,))
 
@@ -148,8 +161,11 @@ def test_watchdog_ends_a_blocked_worker_s_run_at_its_deadline_and_refuses_its_la
         frozen = Run.objects.values().get(pk=run.pk)
     finally:
         os.kill(blocked_pid, signal.SIGCONT)
-    wait_for(lambda: Observation.objects.filter(run=run, kind=Observation.Kind.DISCARDED).exists(), 15,
-             "the blocked worker's late result to be refused")
+    wait_for(
+        lambda: Observation.objects.filter(run=run, kind=Observation.Kind.DISCARDED).exists(),
+        15,
+        "the blocked worker's late result to be refused",
+    )
 
     assert done.status == Status.DEADLINE
     late_by = (done.ended_at - done.deadline_at).total_seconds()
@@ -161,14 +177,20 @@ def test_watchdog_ends_a_blocked_worker_s_run_at_its_deadline_and_refuses_its_la
 def test_two_hundred_runs_on_two_workers_all_end_with_a_packet_within_budget(cluster):
     cluster.worker(concurrency=16)
     cluster.worker(concurrency=16)
-    runs = [scenario_run([J42, DOCS, {"draft": {"summary": "ok", "evidence": ["E1", "E2"], "open_questions": []}}])
-            for _ in range(200)]
+    runs = [
+        scenario_run([J42, DOCS, {"draft": {"summary": "ok", "evidence": ["E1", "E2"], "open_questions": []}}])
+        for _ in range(200)
+    ]
     for run in runs:
         enqueue_advance(run.pk)
     ids = [r.pk for r in runs]
 
-    wait_for(lambda: not Run.objects.filter(pk__in=ids).exclude(status__in=TERMINAL).exists(), 180,
-             "all 200 runs to end", every=0.5)
+    wait_for(
+        lambda: not Run.objects.filter(pk__in=ids).exclude(status__in=TERMINAL).exists(),
+        180,
+        "all 200 runs to end",
+        every=0.5,
+    )
 
     assert ReviewPacket.objects.filter(run_id__in=ids).count() == 200
     for run in Run.objects.filter(pk__in=ids):
@@ -180,7 +202,8 @@ def test_two_hundred_runs_on_two_workers_all_end_with_a_packet_within_budget(clu
 
 
 def test_a_run_started_while_the_broker_is_down_is_kept_and_handed_to_a_worker_once_it_is_back(
-        cluster, settings, caplog):
+    cluster, settings, caplog
+):
     settings.AGENT_QUEUED_GRACE_SECONDS = 0.5
     ticket = Ticket.objects.get(ref="T-1001")
     with broker_down(celery_app):
@@ -196,13 +219,17 @@ def test_a_run_started_while_the_broker_is_down_is_kept_and_handed_to_a_worker_o
 
 
 def test_a_grant_the_broker_missed_is_handed_to_a_worker_and_a_pending_approval_is_left_alone(
-        cluster, settings, caplog):
+    cluster, settings, caplog
+):
     settings.AGENT_QUEUED_GRACE_SECONDS = 0.5
     cluster.worker()
     run = scenario_run([J42, DRAFT], require_approval=["read_job_status"], budget={"deadline_seconds": 60})
     enqueue_advance(run.pk)
-    wait_for(lambda: Run.objects.filter(pk=run.pk, status=Status.WAITING_APPROVAL).exists(), 30,
-             "the run to wait for its approval")
+    wait_for(
+        lambda: Run.objects.filter(pk=run.pk, status=Status.WAITING_APPROVAL).exists(),
+        30,
+        "the run to wait for its approval",
+    )
     time.sleep(0.6)  # past the grace
     assert run.pk not in watchdog().requeued  # no answer yet: nothing for a worker to do
 
@@ -220,13 +247,17 @@ def test_a_grant_the_broker_missed_is_handed_to_a_worker_and_a_pending_approval_
 
 def test_a_run_whose_worker_loses_its_database_connections_mid_run_goes_on_without_losing_a_result(cluster):
     cluster.worker()
-    run = scenario_run([J42, DOCS, DRAFT], budget={"operation_timeout_seconds": 5, "deadline_seconds": 60},
-                       faults={"read_job_status": [{"delay_seconds": 1.5}]})
+    run = scenario_run(
+        [J42, DOCS, DRAFT],
+        budget={"operation_timeout_seconds": 5, "deadline_seconds": 60},
+        faults={"read_job_status": [{"delay_seconds": 1.5}]},
+    )
     enqueue_advance(run.pk)
     wait_for(lambda: ToolAttempt.objects.filter(run=run, outcome="pending").exists(), 30, "the slow dispatch")
     with connection.cursor() as cursor:  # what a restart or a failover does to the workers' sessions
-        cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s",
-                       [cluster.queue])
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = %s", [cluster.queue]
+        )
         assert cursor.fetchone()[0] >= 1
 
     done = wait_for(lambda: terminal(run.pk), 20, "the worker to finish the run")  # no watchdog: the worker goes on
@@ -245,8 +276,11 @@ def test_a_worker_told_to_stop_finishes_the_runs_it_drives_and_leaves_new_ones_t
     the queue for the worker that replaces it."""
     old = cluster.worker()
     cluster.wait_ready(celery_app)
-    busy = scenario_run([J42, DOCS, DRAFT], budget={"operation_timeout_seconds": 10, "deadline_seconds": 60},
-                        faults={"read_job_status": [{"delay_seconds": 6}]})
+    busy = scenario_run(
+        [J42, DOCS, DRAFT],
+        budget={"operation_timeout_seconds": 10, "deadline_seconds": 60},
+        faults={"read_job_status": [{"delay_seconds": 6}]},
+    )
     enqueue_advance(busy.pk)
     wait_for(lambda: ToolAttempt.objects.filter(run=busy, outcome="pending").exists(), 30, "the slow dispatch")
     os.kill(old.pid, signal.SIGTERM)
@@ -258,7 +292,9 @@ def test_a_worker_told_to_stop_finishes_the_runs_it_drives_and_leaves_new_ones_t
     done = Run.objects.get(pk=busy.pk)
     assert done.status == Status.COMPLETED and done.lease_owner == ""
     assert list(done.attempts.order_by("seq").values_list("tool", "outcome")) == [
-        ("read_job_status", "ok"), ("search_docs", "ok")]
+        ("read_job_status", "ok"),
+        ("search_docs", "ok"),
+    ]
     assert Run.objects.get(pk=later.pk).status == Status.QUEUED
     cluster.worker()
     assert wait_for(lambda: terminal(later.pk), 30, "the new worker to take the queued run").status == Status.COMPLETED
@@ -279,6 +315,6 @@ def test_a_run_is_sent_with_a_hard_time_limit_in_whole_seconds_past_its_deadline
     finally:
         before_task_publish.disconnect(record)
 
-    (hard, soft), = limits
+    ((hard, soft),) = limits
     assert type(hard) is int and 60 < hard <= 65
     assert soft is None

@@ -1,4 +1,5 @@
 """A real worker's metrics port after a run, and `manage.py worker_health` against the workers' heartbeat."""
+
 from __future__ import annotations
 
 import subprocess
@@ -29,8 +30,14 @@ def cluster(demo_committed, tmp_path, port):
 
 
 def worker_health(cluster: Cluster, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", "worker_health", *args], cwd=ROOT,
-                          env={**cluster.env, **env}, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "manage.py", "worker_health", *args],
+        cwd=ROOT,
+        env={**cluster.env, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_a_worker_serves_its_run_s_metrics_on_its_port(cluster, port):
@@ -45,8 +52,10 @@ def test_a_worker_serves_its_run_s_metrics_on_its_port(cluster, port):
     assert done.status == Status.COMPLETED
     assert value(samples, "supportagent_runs_ended_total", status="COMPLETED", model="rules") == 1
     assert value(samples, "supportagent_model_requests_total", model="rules", outcome="ok") == done.model_requests
-    dispatched = sum(value(samples, "supportagent_tool_dispatches_total", tool=tool, outcome="ok")
-                     for tool in ("read_job_status", "search_docs", "read_service_status"))
+    dispatched = sum(
+        value(samples, "supportagent_tool_dispatches_total", tool=tool, outcome="ok")
+        for tool in ("read_job_status", "search_docs", "read_service_status")
+    )
     assert dispatched == done.tool_attempts > 0
     assert value(samples, "supportagent_tokens_total", model="rules") == done.tokens_used
     # the queue's gauges come from the web process's /metrics, once, not from every worker

@@ -1,5 +1,6 @@
 """The evaluations in the admin in a real browser (Debian's Chromium): the list, the comparison page with its
 per-case table linking both runs' timelines, and its CSV export; at 1400 px and 390 px, with screenshots."""
+
 from __future__ import annotations
 
 import re
@@ -29,8 +30,12 @@ def evaluation(supervisor_user, demo_committed) -> Evaluation:
         run = run_advance(run_start(ticket=Ticket.objects.get(ref=ref), model_name="rules").pk)
         packet = ReviewPacket.objects.get(run=run)
         accept = packet.summary is not None
-        packet_review(packet_id=packet.pk, reviewer=lead, decision="accepted" if accept else "rejected",
-                      note="" if accept else "no draft")
+        packet_review(
+            packet_id=packet.pk,
+            reviewer=lead,
+            decision="accepted" if accept else "rejected",
+            note="" if accept else "no draft",
+        )
     return evaluation_run(evaluation_create(candidate_model="rules", reviewed=Evaluation.Reviewed.ALL))
 
 

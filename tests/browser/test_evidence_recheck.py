@@ -1,4 +1,5 @@
 """The packet page's evidence re-check banner in a real browser (Debian's Chromium), with screenshots."""
+
 import re
 
 from django.contrib.auth.models import Group
@@ -11,8 +12,9 @@ from tests.support.staff import PASSWORD
 from tickets.models import Document, DocumentRevision, Job, Ticket
 
 
-def test_changed_evidence_is_flagged_and_accepting_needs_the_checkbox(page, live_server, login, shot, staff_user,
-                                                                     ticket_t1001):
+def test_changed_evidence_is_flagged_and_accepting_needs_the_checkbox(
+    page, live_server, login, shot, staff_user, ticket_t1001
+):
     cache.clear()
     login("staff", PASSWORD)
     page.goto(f"{live_server.url}/admin/tickets/ticket/{Ticket.objects.get(ref='T-1001').pk}/change/")
@@ -36,9 +38,9 @@ def test_changed_evidence_is_flagged_and_accepting_needs_the_checkbox(page, live
     assert review.acknowledged_changed_evidence and review.changed_evidence == ["E1"]
 
 
-def test_a_knowledge_editors_new_revision_is_flagged_on_the_packet_that_cites_the_old_one(page, live_server, login,
-                                                                                        shot, staff_user,
-                                                                                        ticket_t1001):
+def test_a_knowledge_editors_new_revision_is_flagged_on_the_packet_that_cites_the_old_one(
+    page, live_server, login, shot, staff_user, ticket_t1001
+):
     cache.clear()
     staff_user.groups.add(Group.objects.get(name=KNOWLEDGE_EDITORS))
     login("staff", PASSWORD)

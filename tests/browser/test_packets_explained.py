@@ -1,4 +1,5 @@
 """Packets that explain every ending, in a real browser (Debian's Chromium), with screenshots."""
+
 import pytest
 from playwright.sync_api import expect
 
@@ -23,12 +24,16 @@ def _no_sideways_scroll(page) -> None:
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
 
 
-@pytest.mark.parametrize("ref,job,reason,wrote,name", [
-    ("T-1002", "J-99", "J-99 does not exist.", "job J-99, and nothing ever arrived", "nonexistent-job"),
-    ("T-1005", "J-77", "J-77 belongs to another account (GLOBEX).", "shared job J-77 with me", "forbidden-job"),
-])
-def test_the_refused_job_is_named_in_the_packet(page, live_server, login, shot, staff_user, demo_committed,
-                                                ref, job, reason, wrote, name):
+@pytest.mark.parametrize(
+    "ref,job,reason,wrote,name",
+    [
+        ("T-1002", "J-99", "J-99 does not exist.", "job J-99, and nothing ever arrived", "nonexistent-job"),
+        ("T-1005", "J-77", "J-77 belongs to another account (GLOBEX).", "shared job J-77 with me", "forbidden-job"),
+    ],
+)
+def test_the_refused_job_is_named_in_the_packet(
+    page, live_server, login, shot, staff_user, demo_committed, ref, job, reason, wrote, name
+):
     packet = _packet_of(ref)
     login("staff", PASSWORD)
     _open_packet(page, live_server, packet)
@@ -40,7 +45,9 @@ def test_the_refused_job_is_named_in_the_packet(page, live_server, login, shot, 
     page.click("#ticket-link")
     expect(page.locator("#ticket-runs")).to_contain_text("Refused a lookup")
     page.goto(f"{live_server.url}/admin/agentrun/reviewpacket/")
-    expect(page.locator("#result_list")).to_contain_text("Refused a proposal")  # the queue names stop reasons in plain words
+    expect(page.locator("#result_list")).to_contain_text(
+        "Refused a proposal"
+    )  # the queue names stop reasons in plain words
 
 
 def test_the_injection_flag_on_the_demo_documents(page, live_server, login, shot, staff_user, demo_committed):

@@ -1,4 +1,5 @@
 """Approvals people can answer and a review queue that flows, in a real browser, with screenshots."""
+
 from __future__ import annotations
 
 import re
@@ -29,8 +30,9 @@ def _waiting_run(page, live_server, login) -> Run:
     return _investigate(page, live_server, Ticket.objects.get(ref="T-1001"), "WAITING_APPROVAL")
 
 
-def test_a_waiting_approval_is_counted_and_an_expired_one_cannot_be_answered(page, live_server, login, shot,
-                                                                              supervisor_user, ticket_t1001):
+def test_a_waiting_approval_is_counted_and_an_expired_one_cannot_be_answered(
+    page, live_server, login, shot, supervisor_user, ticket_t1001
+):
     run = _waiting_run(page, live_server, login)
     page.goto(f"{live_server.url}/admin/")
     expect(page.locator("#approvals-waiting")).to_have_text("1 waiting approval")
@@ -69,8 +71,9 @@ def test_a_denial_carries_its_reason_to_the_packet(page, live_server, login, sho
     shot("23-packet-with-denial-reason")
 
 
-def test_the_queue_opens_on_pending_packets_and_a_review_opens_the_next(page, live_server, login, shot, staff_user,
-                                                                        demo):
+def test_the_queue_opens_on_pending_packets_and_a_review_opens_the_next(
+    page, live_server, login, shot, staff_user, demo
+):
     runs = make_runs(3)  # packets created now, now-1s, now-2s: the last is the oldest
     oldest, middle, newest = (r.packet for r in reversed(runs))
     PacketReview.objects.create(packet=newest, reviewer=staff_user, decision="accepted")
@@ -82,7 +85,9 @@ def test_the_queue_opens_on_pending_packets_and_a_review_opens_the_next(page, li
     for column in ("Ticket", "Subject", "Account", "Age", "Stop reason"):
         expect(page.locator("#result_list thead")).to_contain_text(column)
     expect(rows.first).to_contain_text("ACME")
-    expect(rows.first.locator("a", has_text="T-1001")).to_have_attribute("href", re.compile(r"/admin/tickets/ticket/\d+/change/"))
+    expect(rows.first.locator("a", has_text="T-1001")).to_have_attribute(
+        "href", re.compile(r"/admin/tickets/ticket/\d+/change/")
+    )
     shot("24-queue-pending")
     rows.first.locator("a.sa-open").click()
     expect(page).to_have_url(re.compile(f"/reviewpacket/{oldest.pk}/change/"))
@@ -147,8 +152,13 @@ def test_keyboard_shortcuts_on_the_packet_page(page, live_server, login, shot, s
 
 def _globex_ticket() -> Ticket:
     globex = Account.objects.get(code="GLOBEX")
-    return Ticket.objects.create(ref="T-2001", account=globex, session=CustomerSession.objects.get(ref="S-GLOBEX-1"),
-                                 subject="Invoices are missing", body="Our March invoices never arrived.")
+    return Ticket.objects.create(
+        ref="T-2001",
+        account=globex,
+        session=CustomerSession.objects.get(ref="S-GLOBEX-1"),
+        subject="Invoices are missing",
+        body="Our March invoices never arrived.",
+    )
 
 
 def test_ticket_list_filters_search_and_links(page, live_server, login, shot, staff_user, ticket_t1001):
@@ -163,11 +173,14 @@ def test_ticket_list_filters_search_and_links(page, live_server, login, shot, st
     expect(page.locator("#result_list")).to_contain_text("T-1001")
     row = page.locator("#result_list tbody tr").first
     expect(row.locator("a", has_text=f"run {run.pk}")).to_have_attribute("href", re.compile(f"/run/{run.pk}/change/"))
-    expect(row.locator("a", has_text="pending")).to_have_attribute("href", re.compile(f"/reviewpacket/{run.packet.pk}/change/"))
+    expect(row.locator("a", has_text="pending")).to_have_attribute(
+        "href", re.compile(f"/reviewpacket/{run.packet.pk}/change/")
+    )
     shot("29-tickets-pending-filter")
     page.goto(f"{live_server.url}/admin/tickets/ticket/?latest_run=never")
     expect(page.locator("#result_list tbody tr")).to_have_count(
-        Ticket.objects.exclude(pk__in=Run.objects.values("ticket_id")).count())
+        Ticket.objects.exclude(pk__in=Run.objects.values("ticket_id")).count()
+    )
     expect(page.locator("#result_list")).to_contain_text("T-2001")
     globex = Account.objects.get(code="GLOBEX")
     page.goto(f"{live_server.url}/admin/tickets/ticket/?account__id__exact={globex.pk}")
@@ -184,8 +197,9 @@ def test_ticket_list_filters_search_and_links(page, live_server, login, shot, st
     shot("30-tickets-search-body")
 
 
-def test_staff_create_a_ticket_and_a_foreign_session_is_refused_on_save(page, live_server, login, shot, staff_user,
-                                                                       ticket_t1001):
+def test_staff_create_a_ticket_and_a_foreign_session_is_refused_on_save(
+    page, live_server, login, shot, staff_user, ticket_t1001
+):
     login("staff", PASSWORD)
     page.goto(f"{live_server.url}/admin/tickets/ticket/add/")
     page.select_option("#id_account", label="ACME")
@@ -221,16 +235,20 @@ def test_pages_fit_390_px(page, live_server, login, shot, supervisor_user, ticke
     _investigate(page, live_server, ticket_t1001)
     make_runs(5)
     page.set_viewport_size({"width": 390, "height": 844})
-    for name, url in (("33-queue-390", "/admin/agentrun/reviewpacket/"), ("34-tickets-390", "/admin/tickets/ticket/"),
-                      ("35-dashboard-390", "/admin/outcomes/")):
+    for name, url in (
+        ("33-queue-390", "/admin/agentrun/reviewpacket/"),
+        ("34-tickets-390", "/admin/tickets/ticket/"),
+        ("35-dashboard-390", "/admin/outcomes/"),
+    ):
         page.goto(live_server.url + url)
         expect(page.locator("#site-name")).to_contain_text("supportagent")
         shot(name)
         _no_sideways_scroll(page)
 
 
-def test_the_dashboard_names_reasons_links_runs_and_shows_the_backlog(page, live_server, login, shot, supervisor_user,
-                                                                      ticket_t1001):
+def test_the_dashboard_names_reasons_links_runs_and_shows_the_backlog(
+    page, live_server, login, shot, supervisor_user, ticket_t1001
+):
     login("supervisor", PASSWORD)
     page.goto(f"{live_server.url}/admin/outcomes/")
     expect(page.locator("#completion-rate")).to_have_text("—")
@@ -244,8 +262,9 @@ def test_the_dashboard_names_reasons_links_runs_and_shows_the_backlog(page, live
     shot("36-dashboard-bar-to-runs")
 
 
-def test_a_reviewed_packet_shows_its_decision_and_changes_it_only_with_a_note(page, live_server, login, shot,
-                                                                              staff_user, demo):
+def test_a_reviewed_packet_shows_its_decision_and_changes_it_only_with_a_note(
+    page, live_server, login, shot, staff_user, demo
+):
     packet = make_runs(1)[0].packet
     StaffPreference.objects.create(user=staff_user, time_zone="Europe/Paris")
     login("staff", PASSWORD)
@@ -277,5 +296,7 @@ def test_a_reviewed_packet_shows_its_decision_and_changes_it_only_with_a_note(pa
     expect(page.locator("#review-state")).to_have_text("rejected")
     expect(page.locator("#change-submit")).to_have_text("Change to accepted")
     shot("34-decision-changed")
-    assert list(PacketReview.objects.filter(packet=packet).values_list("decision", flat=True)) == ["accepted",
-                                                                                                   "rejected"]
+    assert list(PacketReview.objects.filter(packet=packet).values_list("decision", flat=True)) == [
+        "accepted",
+        "rejected",
+    ]

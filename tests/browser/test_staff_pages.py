@@ -1,5 +1,6 @@
 """Every staff page as a supervisor sees it, at 1400 px and at 390 px (no sideways scrolling), with screenshots;
 and the outcomes dashboard's daily trend, whose bars open their runs."""
+
 from __future__ import annotations
 
 import re
@@ -55,8 +56,9 @@ def test_every_staff_page_fits_its_width(page, live_server, login, shot, seeded,
         assert width <= WIDTHS[size], f"{name} scrolls sideways at {WIDTHS[size]} px ({width} px wide)"
 
 
-def test_the_daily_trend_is_drawn_and_a_bar_opens_its_runs(page, live_server, login, shot, supervisor_user,
-                                                           demo_committed):
+def test_the_daily_trend_is_drawn_and_a_bar_opens_its_runs(
+    page, live_server, login, shot, supervisor_user, demo_committed
+):
     make_runs(5)  # today: completed, handed to a person, three other endings
     login("supervisor", PASSWORD)
     page.goto(f"{live_server.url}/admin/outcomes/")

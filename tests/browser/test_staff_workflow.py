@@ -1,4 +1,5 @@
 """The staff and supervisor workflow in a real browser (Debian's Chromium), with screenshots."""
+
 from playwright.sync_api import expect
 
 from engine.models import PacketReview, Run
@@ -13,8 +14,9 @@ def _investigate(page, live_server) -> None:
     expect(page.locator("#run-progress")).to_have_attribute("data-status", "COMPLETED")
 
 
-def test_staff_investigates_watches_it_finish_and_accepts_the_packet(page, live_server, login, shot, staff_user,
-                                                                     ticket_t1001):
+def test_staff_investigates_watches_it_finish_and_accepts_the_packet(
+    page, live_server, login, shot, staff_user, ticket_t1001
+):
     login("staff", PASSWORD)
     page.goto(f"{live_server.url}/admin/tickets/ticket/")
     expect(page.locator("#result_list")).to_contain_text("T-1001")

@@ -1,4 +1,5 @@
 """Reading Prometheus' text format in tests: samples by name and labels, and what changed between two scrapes."""
+
 from __future__ import annotations
 
 import socket

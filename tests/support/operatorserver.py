@@ -7,6 +7,7 @@ dicts can be changed per test. `answers` are taken first, one per request (a
 status, a body, a delay, a reply sent a few bytes at a time). Every request is
 kept in `received`. Closing the server cuts any delay short.
 """
+
 from __future__ import annotations
 
 import json
@@ -128,10 +129,16 @@ def _iso(value) -> str | None:
 def job_reply(job: Job) -> dict[str, Any]:
     requester = job.requested_by
     return {
-        "job_id": job.ref, "account": job.account.code, "kind": job.kind, "status": job.status,
-        "error_code": job.error_code or None, "requested_by": requester.email if requester else None,
+        "job_id": job.ref,
+        "account": job.account.code,
+        "kind": job.kind,
+        "status": job.status,
+        "error_code": job.error_code or None,
+        "requested_by": requester.email if requester else None,
         "requester_current_role": requester.role if requester else None,
-        "created_at": _iso(job.created_at), "finished_at": _iso(job.finished_at), "sensitive": job.sensitive,
+        "created_at": _iso(job.created_at),
+        "finished_at": _iso(job.finished_at),
+        "sensitive": job.sensitive,
     }
 
 
@@ -141,19 +148,39 @@ STATUSPAGE_STATUS = {"degraded": "degraded_performance"}
 def statuspage_summary() -> dict[str, Any]:
     """Our services and incidents in a Statuspage summary's shape (every incident listed, resolved ones too)."""
     components = [
-        {"id": f"cmp-{s.name}", "name": s.name.capitalize(), "status": STATUSPAGE_STATUS.get(s.status, s.status),
-         "created_at": "2026-01-01T00:00:00Z", "position": n, "group": False, "only_show_if_degraded": False}
+        {
+            "id": f"cmp-{s.name}",
+            "name": s.name.capitalize(),
+            "status": STATUSPAGE_STATUS.get(s.status, s.status),
+            "created_at": "2026-01-01T00:00:00Z",
+            "position": n,
+            "group": False,
+            "only_show_if_degraded": False,
+        }
         for n, s in enumerate(Service.objects.order_by("name"), start=1)
     ]
     incidents = [
-        {"id": i.ref, "name": i.title, "status": i.status, "impact": "minor", "created_at": _iso(i.started_at),
-         "started_at": _iso(i.started_at), "resolved_at": _iso(i.resolved_at), "shortlink": "https://stspg.io/x",
-         "incident_updates": [], "components": [{"id": f"cmp-{i.service.name}", "name": i.service.name.capitalize()}]}
+        {
+            "id": i.ref,
+            "name": i.title,
+            "status": i.status,
+            "impact": "minor",
+            "created_at": _iso(i.started_at),
+            "started_at": _iso(i.started_at),
+            "resolved_at": _iso(i.resolved_at),
+            "shortlink": "https://stspg.io/x",
+            "incident_updates": [],
+            "components": [{"id": f"cmp-{i.service.name}", "name": i.service.name.capitalize()}],
+        }
         for i in Incident.objects.select_related("service")
     ]
-    return {"page": {"id": "demo", "name": "Demo", "url": "https://status.example"},
-            "status": {"indicator": "minor", "description": "Minor Service Outage"},
-            "components": components, "incidents": incidents, "scheduled_maintenances": []}
+    return {
+        "page": {"id": "demo", "name": "Demo", "url": "https://status.example"},
+        "status": {"indicator": "minor", "description": "Minor Service Outage"},
+        "components": components,
+        "incidents": incidents,
+        "scheduled_maintenances": [],
+    }
 
 
 def demo_jobs() -> dict[str, dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 The users and clients they make for each role are fixtures in tests/conftest.py.
 """
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -37,8 +38,13 @@ def bearer(user: User) -> dict[str, str]:
     return {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
 
 
-ENDINGS = [("COMPLETED", ""), ("NEEDS_HELP", ""), ("NO_PROGRESS", ""), ("INVALID_OR_FORBIDDEN", "forbidden"),
-           ("TOOL_LIMIT", "")]
+ENDINGS = [
+    ("COMPLETED", ""),
+    ("NEEDS_HELP", ""),
+    ("NO_PROGRESS", ""),
+    ("INVALID_OR_FORBIDDEN", "forbidden"),
+    ("TOOL_LIMIT", ""),
+]
 
 
 def make_runs(n: int, *, ticket: Ticket | None = None, endings=ENDINGS, created_at=None) -> list[Run]:
@@ -49,29 +55,79 @@ def make_runs(n: int, *, ticket: Ticket | None = None, endings=ENDINGS, created_
     ticket = ticket or Ticket.objects.get(ref="T-1001")
     now = created_at or timezone.now()
     budget = Budget().as_dict()
-    runs = Run.objects.bulk_create([
-        Run(ticket=ticket, session_id=ticket.session_id, subject=ticket.subject, body=ticket.body,
-            model_name="rules", budget=budget,
-            status=endings[i % len(endings)][0], detail=endings[i % len(endings)][1],
-            model_requests=2, tool_attempts=1 + i % 3, tokens_used=1000 + i, cost_used_micros=10 * i,
-            created_at=now - timedelta(seconds=i), deadline_at=now + timedelta(seconds=45), ended_at=now)
-        for i in range(n)
-    ])
-    ModelRequest.objects.bulk_create([
-        ModelRequest(run=r, seq=1, reserved_tokens=9000, reserved_cost_micros=0, input_tokens=500,
-                     output_tokens=50, charged_tokens=550, charged_cost_micros=0, outcome="ok",
-                     proposal="call read_job_status", started_at=now, finished_at=now, latency_ms=3)
-        for r in runs
-    ])
-    ToolAttempt.objects.bulk_create([
-        ToolAttempt(run=r, seq=1, tool="read_job_status", args={"job_id": "J-42"}, call_key="k", outcome="ok",
-                    started_at=now, finished_at=now, latency_ms=2)
-        for r in runs
-    ])
-    ReviewPacket.objects.bulk_create([
-        ReviewPacket(run=r, summary="s" if r.status == "COMPLETED" else None, evidence_refs=[], attempts=[],
-                     open_questions=[], stop_reason=r.status, detail=r.detail, budget_spent={},
-                     created_at=now - timedelta(seconds=i))
-        for i, r in enumerate(runs) if r.status in TERMINAL  # a packet is written when a run ends
-    ])
+    runs = Run.objects.bulk_create(
+        [
+            Run(
+                ticket=ticket,
+                session_id=ticket.session_id,
+                subject=ticket.subject,
+                body=ticket.body,
+                model_name="rules",
+                budget=budget,
+                status=endings[i % len(endings)][0],
+                detail=endings[i % len(endings)][1],
+                model_requests=2,
+                tool_attempts=1 + i % 3,
+                tokens_used=1000 + i,
+                cost_used_micros=10 * i,
+                created_at=now - timedelta(seconds=i),
+                deadline_at=now + timedelta(seconds=45),
+                ended_at=now,
+            )
+            for i in range(n)
+        ]
+    )
+    ModelRequest.objects.bulk_create(
+        [
+            ModelRequest(
+                run=r,
+                seq=1,
+                reserved_tokens=9000,
+                reserved_cost_micros=0,
+                input_tokens=500,
+                output_tokens=50,
+                charged_tokens=550,
+                charged_cost_micros=0,
+                outcome="ok",
+                proposal="call read_job_status",
+                started_at=now,
+                finished_at=now,
+                latency_ms=3,
+            )
+            for r in runs
+        ]
+    )
+    ToolAttempt.objects.bulk_create(
+        [
+            ToolAttempt(
+                run=r,
+                seq=1,
+                tool="read_job_status",
+                args={"job_id": "J-42"},
+                call_key="k",
+                outcome="ok",
+                started_at=now,
+                finished_at=now,
+                latency_ms=2,
+            )
+            for r in runs
+        ]
+    )
+    ReviewPacket.objects.bulk_create(
+        [
+            ReviewPacket(
+                run=r,
+                summary="s" if r.status == "COMPLETED" else None,
+                evidence_refs=[],
+                attempts=[],
+                open_questions=[],
+                stop_reason=r.status,
+                detail=r.detail,
+                budget_spent={},
+                created_at=now - timedelta(seconds=i),
+            )
+            for i, r in enumerate(runs)
+            if r.status in TERMINAL  # a packet is written when a run ends
+        ]
+    )
     return runs

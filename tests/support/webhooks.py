@@ -1,5 +1,6 @@
 """A help desk's webhook endpoint on 127.0.0.1, the settings that point packet events at it, and replay runs
 whose packets it hears of. The `receivers` and `hook` fixtures (tests/agentrun/conftest.py) start them."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Real Celery workers (and beat) as subprocesses, on the test database and a private Redis queue."""
+
 from __future__ import annotations
 
 import os
@@ -50,32 +51,56 @@ class Cluster:
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
         log = open(self.logdir / f"{name}.log", "ab")
-        proc = subprocess.Popen([CELERY, "-A", "supportagent", *args], cwd=ROOT, env=self.env,
-                                stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [CELERY, "-A", "supportagent", *args], cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
+        )
         self.procs.append(proc)
         return proc
 
     def worker(self, concurrency: int = 8) -> subprocess.Popen:
         name = f"w{len(self.procs)}-{self.queue}"
-        self.workers[name] = self._spawn(name, [
-            "worker", "--pool", "threads", "--concurrency", str(concurrency), "-Q", self.queue,
-            "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat",
-            "--loglevel", "WARNING",
-        ])
+        self.workers[name] = self._spawn(
+            name,
+            [
+                "worker",
+                "--pool",
+                "threads",
+                "--concurrency",
+                str(concurrency),
+                "-Q",
+                self.queue,
+                "-n",
+                f"{name}@%h",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "--loglevel",
+                "WARNING",
+            ],
+        )
         return self.workers[name]
 
     def wait_ready(self, app, timeout: float = 60) -> None:
         """Until every live worker answers a ping."""
+
         def answered():
             replies = app.control.ping(timeout=0.5) or []
             seen = {name.split("@")[0] for reply in replies for name in reply}
             return seen >= {name for name, proc in self.workers.items() if proc.poll() is None}
+
         wait_for(answered, timeout, "the workers to start", every=0.2)
 
     def beat(self) -> subprocess.Popen:
-        return self._spawn("beat", [
-            "beat", "--schedule", str(self.logdir / "beat-schedule"), "--loglevel", "WARNING",
-        ])
+        return self._spawn(
+            "beat",
+            [
+                "beat",
+                "--schedule",
+                str(self.logdir / "beat-schedule"),
+                "--loglevel",
+                "WARNING",
+            ],
+        )
 
     def stop(self) -> None:
         for proc in self.procs:

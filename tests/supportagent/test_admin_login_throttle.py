@@ -1,5 +1,6 @@
 """Admin logins are throttled (django-axes): after 5 failures from one address a user's login is refused, the right
 password included, with a clear 429 page, until the cool-off has passed. API tokens are not passwords: unaffected."""
+
 from datetime import timedelta
 
 import pytest
@@ -71,24 +72,32 @@ def test_api_tokens_still_work_for_a_locked_out_user(staff_user, demo):
     assert response.status_code == 200
 
 
-@pytest.mark.parametrize("name,value", [("ADMIN_LOGIN_FAILURE_LIMIT", "0"), ("ADMIN_LOGIN_COOLOFF_MINUTES", "soon"),
-                                        ("ADMIN_LOGIN_LOCKOUT_BY", "nobody")])
+@pytest.mark.parametrize(
+    "name,value",
+    [("ADMIN_LOGIN_FAILURE_LIMIT", "0"), ("ADMIN_LOGIN_COOLOFF_MINUTES", "soon"), ("ADMIN_LOGIN_LOCKOUT_BY", "nobody")],
+)
 def test_bad_throttle_settings_stop_the_process(name, value):
     done = manage_check(**{name: value})
     assert done.returncode != 0 and "ImproperlyConfigured" in done.stderr and name in done.stderr
 
 
 def test_throttle_settings_from_the_environment():
-    assert manage_check(ADMIN_LOGIN_FAILURE_LIMIT="3", ADMIN_LOGIN_COOLOFF_MINUTES="60",
-                        ADMIN_LOGIN_LOCKOUT_BY="user_or_address").returncode == 0
+    assert (
+        manage_check(
+            ADMIN_LOGIN_FAILURE_LIMIT="3", ADMIN_LOGIN_COOLOFF_MINUTES="60", ADMIN_LOGIN_LOCKOUT_BY="user_or_address"
+        ).returncode
+        == 0
+    )
 
 
 def test_the_login_says_how_many_tries_are_left_from_the_third_failure_on(staff_user):
     client = Client()
     pages = [_login(client, "staff", "wrong-password").content.decode() for _ in range(4)]
     assert ['id="tries-left"' in page for page in pages] == [False, False, True, True]
-    assert "2 tries left: after 2 more failed logins as staff from this address, logins are refused for 15 minutes" \
+    assert (
+        "2 tries left: after 2 more failed logins as staff from this address, logins are refused for 15 minutes"
         in " ".join(pages[2].split())
+    )
     assert "1 try left: after 1 more failed login as staff" in " ".join(pages[3].split())
     assert _login(client, "staff", "wrong-password").status_code == 429
 

@@ -1,13 +1,25 @@
 """Every answer under /api/ is JSON with the status that fits, as a client that enforces CSRF sees it."""
+
 import pytest
 from django.test import Client
 
 from engine.models import Run
 from tests.support.staff import bearer
 
-PATHS = ["/api/", "/api/nothing", "/api/runs", "/api/runs/1", "/api/runs/abc", "/api/runs/1/cancel",
-         "/api/tickets/T-1001/investigations", "/api/tickets/T-404/investigations", "/api/packets/1",
-         "/api/packets/1/review", "/api/runs/1/approval", "/api/tickets/T-1001/investigations/"]
+PATHS = [
+    "/api/",
+    "/api/nothing",
+    "/api/runs",
+    "/api/runs/1",
+    "/api/runs/abc",
+    "/api/runs/1/cancel",
+    "/api/tickets/T-1001/investigations",
+    "/api/tickets/T-404/investigations",
+    "/api/packets/1",
+    "/api/packets/1/review",
+    "/api/runs/1/approval",
+    "/api/tickets/T-1001/investigations/",
+]
 METHODS = ["get", "post", "put", "patch", "delete"]
 
 
@@ -16,8 +28,11 @@ def _csrf_client() -> Client:
 
 
 def _is_json_error(response, status: int, code: str) -> bool:
-    return (response.status_code == status and response["Content-Type"].startswith("application/json")
-            and response.json()["code"] == code)
+    return (
+        response.status_code == status
+        and response["Content-Type"].startswith("application/json")
+        and response.json()["code"] == code
+    )
 
 
 def test_a_post_to_no_route_with_a_valid_token_is_a_json_404(staff_user, demo):
@@ -25,8 +40,9 @@ def test_a_post_to_no_route_with_a_valid_token_is_a_json_404(staff_user, demo):
     assert _is_json_error(response, 404, "not_found"), response.content
 
 
-@pytest.mark.parametrize("auth", [{}, {"HTTP_AUTHORIZATION": "Bearer sat_not-a-token"},
-                                  {"HTTP_AUTHORIZATION": "Basic c3RhZmY6cGFzcw=="}])
+@pytest.mark.parametrize(
+    "auth", [{}, {"HTTP_AUTHORIZATION": "Bearer sat_not-a-token"}, {"HTTP_AUTHORIZATION": "Basic c3RhZmY6cGFzcw=="}]
+)
 def test_a_write_without_a_valid_token_is_a_json_401(demo, auth):
     response = _csrf_client().post("/api/tickets/T-1001/investigations", **auth)
     assert _is_json_error(response, 401, "unauthenticated"), response.content

@@ -1,4 +1,5 @@
 """Log lines: JSON when AGENT_LOG_FORMAT=json, each of the loop's lines naming its run, ticket, step and worker."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,14 @@ from tickets.models import Document, Ticket
 
 def investigate(*args: str, **env: str) -> subprocess.CompletedProcess:
     environment = {**os.environ, "DATABASE_URL": workers.test_database_url(), "CELERY_BROKER_URL": "", **env}
-    return subprocess.run([sys.executable, "manage.py", "investigate", *args], cwd=workers.ROOT, env=environment,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "manage.py", "investigate", *args],
+        cwd=workers.ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_json_lines_of_one_run_carry_its_id_ticket_step_and_worker(demo_committed):
@@ -63,5 +70,10 @@ def test_the_formatter_writes_one_json_object_with_the_run_s_fields():
     line = JsonFormatter().format(record)
     assert "\n" not in line
     assert json.loads(line) | {"time": ""} == {
-        "time": "", "level": "WARNING", "logger": "agentrun", "message": "run 7: x\ny", "run_id": 7, "worker": "w",
+        "time": "",
+        "level": "WARNING",
+        "logger": "agentrun",
+        "message": "run 7: x\ny",
+        "run_id": 7,
+        "worker": "w",
     }

@@ -1,5 +1,6 @@
 """/healthz, /readyz and /metrics: no login, nothing sensitive, the database and the broker checked, metrics
 served to the allowed addresses or the bearer token only."""
+
 from __future__ import annotations
 
 import ipaddress

@@ -1,5 +1,6 @@
 """Production settings: HTTPS switches read from the environment, a weak secret key refused, and
 `check --deploy` clean under the production environment the docs give (docs/production/deployment.md)."""
+
 import json
 import os
 import re
@@ -14,8 +15,15 @@ ROOT = Path(__file__).resolve().parents[2]
 DEPLOYMENT = ROOT / "docs" / "production" / "deployment.md"
 SETTINGS_TABLE = ROOT / "docs" / "production" / "settings.md"
 STRONG_KEY = secrets.token_urlsafe(50)
-SHOWN = ["SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "SECURE_SSL_REDIRECT", "SECURE_HSTS_SECONDS",
-         "SECURE_HSTS_INCLUDE_SUBDOMAINS", "SECURE_HSTS_PRELOAD", "SECURE_PROXY_SSL_HEADER"]
+SHOWN = [
+    "SESSION_COOKIE_SECURE",
+    "CSRF_COOKIE_SECURE",
+    "SECURE_SSL_REDIRECT",
+    "SECURE_HSTS_SECONDS",
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS",
+    "SECURE_HSTS_PRELOAD",
+    "SECURE_PROXY_SSL_HEADER",
+]
 
 
 def _environment(**extra: str) -> dict[str, str]:
@@ -25,15 +33,19 @@ def _environment(**extra: str) -> dict[str, str]:
 
 
 def _manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def _settings(**extra: str) -> dict:
-    code = f"import django, json; django.setup(); from django.conf import settings; " \
-           f"print(json.dumps({{k: getattr(settings, k, None) for k in {SHOWN!r}}}))"
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_environment(**extra), capture_output=True,
-                          text=True, timeout=120)
+    code = (
+        f"import django, json; django.setup(); from django.conf import settings; "
+        f"print(json.dumps({{k: getattr(settings, k, None) for k in {SHOWN!r}}}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=_environment(**extra), capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -51,7 +63,9 @@ def documented_production_environment() -> dict[str, str]:
 
 
 def test_check_deploy_is_clean_under_the_documented_production_environment():
-    done = _manage("check", "--deploy", "--fail-level", "WARNING", env=_environment(**documented_production_environment()))
+    done = _manage(
+        "check", "--deploy", "--fail-level", "WARNING", env=_environment(**documented_production_environment())
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no issues" in done.stdout
 
@@ -70,19 +84,38 @@ def test_check_deploy_is_clean_with_the_demo_data_seeded(tmp_path):
 
 def test_production_turns_on_secure_cookies_hsts_and_the_ssl_redirect():
     shown = _settings(DJANGO_DEBUG="false", DJANGO_SECRET_KEY=STRONG_KEY)
-    assert shown == {"SESSION_COOKIE_SECURE": True, "CSRF_COOKIE_SECURE": True, "SECURE_SSL_REDIRECT": True,
-                     "SECURE_HSTS_SECONDS": 31_536_000, "SECURE_HSTS_INCLUDE_SUBDOMAINS": True,
-                     "SECURE_HSTS_PRELOAD": True, "SECURE_PROXY_SSL_HEADER": None}
+    assert shown == {
+        "SESSION_COOKIE_SECURE": True,
+        "CSRF_COOKIE_SECURE": True,
+        "SECURE_SSL_REDIRECT": True,
+        "SECURE_HSTS_SECONDS": 31_536_000,
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS": True,
+        "SECURE_HSTS_PRELOAD": True,
+        "SECURE_PROXY_SSL_HEADER": None,
+    }
 
 
 def test_each_switch_is_read_from_the_environment():
-    shown = _settings(DJANGO_DEBUG="false", DJANGO_SECRET_KEY=STRONG_KEY, DJANGO_SESSION_COOKIE_SECURE="false",
-                      DJANGO_CSRF_COOKIE_SECURE="false", DJANGO_SECURE_SSL_REDIRECT="false",
-                      DJANGO_SECURE_HSTS_SECONDS="0", DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS="false",
-                      DJANGO_SECURE_HSTS_PRELOAD="false", DJANGO_SECURE_PROXY_SSL_HEADER="true")
-    assert shown == {"SESSION_COOKIE_SECURE": False, "CSRF_COOKIE_SECURE": False, "SECURE_SSL_REDIRECT": False,
-                     "SECURE_HSTS_SECONDS": 0, "SECURE_HSTS_INCLUDE_SUBDOMAINS": False,
-                     "SECURE_HSTS_PRELOAD": False, "SECURE_PROXY_SSL_HEADER": ["HTTP_X_FORWARDED_PROTO", "https"]}
+    shown = _settings(
+        DJANGO_DEBUG="false",
+        DJANGO_SECRET_KEY=STRONG_KEY,
+        DJANGO_SESSION_COOKIE_SECURE="false",
+        DJANGO_CSRF_COOKIE_SECURE="false",
+        DJANGO_SECURE_SSL_REDIRECT="false",
+        DJANGO_SECURE_HSTS_SECONDS="0",
+        DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS="false",
+        DJANGO_SECURE_HSTS_PRELOAD="false",
+        DJANGO_SECURE_PROXY_SSL_HEADER="true",
+    )
+    assert shown == {
+        "SESSION_COOKIE_SECURE": False,
+        "CSRF_COOKIE_SECURE": False,
+        "SECURE_SSL_REDIRECT": False,
+        "SECURE_HSTS_SECONDS": 0,
+        "SECURE_HSTS_INCLUDE_SUBDOMAINS": False,
+        "SECURE_HSTS_PRELOAD": False,
+        "SECURE_PROXY_SSL_HEADER": ["HTTP_X_FORWARDED_PROTO", "https"],
+    }
 
 
 def test_development_keeps_plain_http():
@@ -90,8 +123,19 @@ def test_development_keeps_plain_http():
     assert not shown["SESSION_COOKIE_SECURE"] and not shown["SECURE_SSL_REDIRECT"] and shown["SECURE_HSTS_SECONDS"] == 0
 
 
-@pytest.mark.parametrize("key", ["", "x", "k" * 60, STRONG_KEY[:49], "django-insecure-" + STRONG_KEY, "abcde" * 10,
-                                 "0123456789" * 6, "ab" * 20 + STRONG_KEY[:12]])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "",
+        "x",
+        "k" * 60,
+        STRONG_KEY[:49],
+        "django-insecure-" + STRONG_KEY,
+        "abcde" * 10,
+        "0123456789" * 6,
+        "ab" * 20 + STRONG_KEY[:12],
+    ],
+)
 def test_production_refuses_to_start_with_a_weak_secret_key(key):
     done = _manage("check", env=_environment(DJANGO_DEBUG="false", DJANGO_SECRET_KEY=key))
     assert done.returncode != 0
@@ -100,8 +144,14 @@ def test_production_refuses_to_start_with_a_weak_secret_key(key):
         assert key not in done.stderr  # the key itself is never printed
 
 
-@pytest.mark.parametrize("name, value", [("DJANGO_SECURE_HSTS_SECONDS", "-1"), ("DJANGO_SECURE_HSTS_SECONDS", "year"),
-                                         ("DJANGO_SECURE_SSL_REDIRECT", "maybe")])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("DJANGO_SECURE_HSTS_SECONDS", "-1"),
+        ("DJANGO_SECURE_HSTS_SECONDS", "year"),
+        ("DJANGO_SECURE_SSL_REDIRECT", "maybe"),
+    ],
+)
 def test_a_bad_switch_stops_the_process_with_its_name(name, value):
     done = _manage("check", env=_environment(DJANGO_DEBUG="false", DJANGO_SECRET_KEY=STRONG_KEY, **{name: value}))
     assert done.returncode != 0 and name in done.stderr
@@ -114,13 +164,18 @@ def test_a_key_that_repeats_itself_is_told_from_random_ones():
 
     assert repetitive("abcde" * 10) and repetitive("0123456789" * 6) and repetitive("ab" * 20 + STRONG_KEY[:12])
     for _ in range(500):
-        assert not any(repetitive(key) for key in (get_random_secret_key(), secrets.token_hex(32),
-                                                    secrets.token_urlsafe(50)))
+        assert not any(
+            repetitive(key) for key in (get_random_secret_key(), secrets.token_hex(32), secrets.token_urlsafe(50))
+        )
 
 
-SIGNING = {"INTAKE_ZENDESK_SECRET": {},
-           "AGENT_PACKET_WEBHOOK_SECRET": {"AGENT_PACKET_WEBHOOK_URL": "https://desk.example.com/hook",
-                                           "AGENT_SITE_URL": "https://agent.example.com"}}
+SIGNING = {
+    "INTAKE_ZENDESK_SECRET": {},
+    "AGENT_PACKET_WEBHOOK_SECRET": {
+        "AGENT_PACKET_WEBHOOK_URL": "https://desk.example.com/hook",
+        "AGENT_SITE_URL": "https://agent.example.com",
+    },
+}
 
 
 @pytest.mark.parametrize("name", SIGNING)
@@ -158,6 +213,11 @@ def environment_variables_read() -> set[str]:
 
 def test_every_variable_the_settings_read_is_in_the_settings_table():
     read = environment_variables_read()
-    assert {"DATABASE_URL", "SUPPORTAGENT_VAR_DIR", "AGENT_LOG_PROMPTS", "INTAKE_ZENDESK_SECRET"} <= read  # the scan sees
+    assert {
+        "DATABASE_URL",
+        "SUPPORTAGENT_VAR_DIR",
+        "AGENT_LOG_PROMPTS",
+        "INTAKE_ZENDESK_SECRET",
+    } <= read  # the scan sees
     documented = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", SETTINGS_TABLE.read_text()))
     assert sorted(read - documented) == []

@@ -1,4 +1,5 @@
 """The site's own small pages: the favicon every staff page links to."""
+
 from django.test import Client
 from django.urls import reverse
 

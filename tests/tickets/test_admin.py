@@ -1,4 +1,5 @@
 """Tickets in the admin: the latest run in the list, the Investigate button and bulk action, the progress page."""
+
 from html.parser import HTMLParser
 
 import pytest
@@ -42,8 +43,10 @@ def test_progress_page_refreshes_while_the_run_is_active(staff_client, demo):
 
 def test_bulk_action_investigates_selected_tickets(staff_user, ticket_t1001):
     client = client_for(staff_user)
-    response = client.post(reverse("admin:tickets_ticket_changelist"),
-                           {"action": "investigate_selected", "_selected_action": [ticket_t1001.pk]})
+    response = client.post(
+        reverse("admin:tickets_ticket_changelist"),
+        {"action": "investigate_selected", "_selected_action": [ticket_t1001.pk]},
+    )
     run = Run.objects.get()
     assert response["Location"] == reverse("admin:agentrun_run_progress", args=[run.pk])
     assert run.status == "COMPLETED"
@@ -112,7 +115,7 @@ class _FormFields(HTMLParser):
 def form_fields(page: str) -> dict[str, str]:
     start = page.index('id="document_form"')
     parser = _FormFields()
-    parser.feed(page[start:page.index("</form>", start)])
+    parser.feed(page[start : page.index("</form>", start)])
     return parser.data
 
 
@@ -148,7 +151,8 @@ def test_a_knowledge_editor_sees_the_current_text_and_saving_publishes_a_new_rev
     assert revisions("DOC-EXPORT-7") == [("r1", False), ("r2", False), ("r3", False), ("r4", True)]
     assert DocumentRevision.objects.get(pk=r3.pk).body == r3.body  # r3 keeps its text
     assert DocumentRevision.objects.get(document__code="DOC-EXPORT-7", number=4).body == (
-        "CSV export requires the owner role.")
+        "CSV export requires the owner role."
+    )
 
 
 def test_saving_the_same_text_publishes_nothing_and_says_so(editor_client, demo):
@@ -156,15 +160,19 @@ def test_saving_the_same_text_publishes_nothing_and_says_so(editor_client, demo)
     data = form_fields(editor_client.get(url).content.decode())
     response = editor_client.post(url, data, follow=True)
     assert "Nothing changed: DOC-RENAME-2 r1 already says this, so no revision was published." in (
-        response.content.decode())
+        response.content.decode()
+    )
     assert revisions("DOC-RENAME-2") == [("r1", True)]
 
 
-@pytest.mark.parametrize("change, field, message", [
-    ({"body": "   "}, "body", "This field is required."),
-    ({"body": "Old links\x00 redirect."}, "body", "Null characters are not allowed."),
-    ({"title": "Renaming\na workspace"}, "title", "The title is more than one line (it contains U+000A)."),
-])
+@pytest.mark.parametrize(
+    "change, field, message",
+    [
+        ({"body": "   "}, "body", "This field is required."),
+        ({"body": "Old links\x00 redirect."}, "body", "Null characters are not allowed."),
+        ({"title": "Renaming\na workspace"}, "title", "The title is more than one line (it contains U+000A)."),
+    ],
+)
 def test_invalid_text_is_a_form_error_and_writes_nothing(editor_client, demo, change, field, message):
     url = document_url("DOC-RENAME-2")
     data = form_fields(editor_client.get(url).content.decode())
@@ -176,14 +184,30 @@ def test_invalid_text_is_a_form_error_and_writes_nothing(editor_client, demo, ch
 
 
 def test_a_knowledge_editor_adds_a_document_as_its_first_revision(editor_client, demo):
-    response = editor_client.post(reverse("admin:tickets_document_add"), {
-        "code": "DOC-MOVE-1", "title": "Moving a workspace", "public": "on", "body": "Moving keeps members.",
-        "revisions-TOTAL_FORMS": "0", "revisions-INITIAL_FORMS": "0"}, follow=True)
+    response = editor_client.post(
+        reverse("admin:tickets_document_add"),
+        {
+            "code": "DOC-MOVE-1",
+            "title": "Moving a workspace",
+            "public": "on",
+            "body": "Moving keeps members.",
+            "revisions-TOTAL_FORMS": "0",
+            "revisions-INITIAL_FORMS": "0",
+        },
+        follow=True,
+    )
     assert "Published DOC-MOVE-1 r1" in response.content.decode()
     assert revisions("DOC-MOVE-1") == [("r1", True)]
-    bad = editor_client.post(reverse("admin:tickets_document_add"), {
-        "code": "doc move", "title": "Moving", "body": "Text.", "revisions-TOTAL_FORMS": "0",
-        "revisions-INITIAL_FORMS": "0"})
+    bad = editor_client.post(
+        reverse("admin:tickets_document_add"),
+        {
+            "code": "doc move",
+            "title": "Moving",
+            "body": "Text.",
+            "revisions-TOTAL_FORMS": "0",
+            "revisions-INITIAL_FORMS": "0",
+        },
+    )
     assert bad.context["adminform"].form.errors["code"] == ["Capitals, digits, '-' and '_' only, like DOC-EXPORT-7."]
 
 
@@ -191,8 +215,13 @@ def test_support_staff_without_the_group_read_the_text_and_cannot_publish(staff_
     url = document_url("DOC-RENAME-2")
     page = staff_client.get(url).content.decode()
     assert "Old links redirect for 30 days." in page and "<textarea" not in page
-    data = {"title": "Renaming a workspace", "public": "on", "body": "Old links redirect for 7 days only.",
-            "revisions-TOTAL_FORMS": "1", "revisions-INITIAL_FORMS": "1"}
+    data = {
+        "title": "Renaming a workspace",
+        "public": "on",
+        "body": "Old links redirect for 7 days only.",
+        "revisions-TOTAL_FORMS": "1",
+        "revisions-INITIAL_FORMS": "1",
+    }
     assert staff_client.post(url, data).status_code == 403
     assert staff_client.get(reverse("admin:tickets_document_add")).status_code == 403
     assert revisions("DOC-RENAME-2") == [("r1", True)]
@@ -200,12 +229,15 @@ def test_support_staff_without_the_group_read_the_text_and_cannot_publish(staff_
 
 def test_a_revision_is_read_only_for_a_superuser_too(superuser_client, demo):
     r1 = DocumentRevision.objects.get(document__code="DOC-RENAME-2", number=1)
-    assert 'name="body"' not in superuser_client.get(
-        reverse("admin:tickets_documentrevision_change", args=[r1.pk])).content.decode()
+    assert (
+        'name="body"'
+        not in superuser_client.get(reverse("admin:tickets_documentrevision_change", args=[r1.pk])).content.decode()
+    )
     url = document_url("DOC-RENAME-2")
     data = form_fields(superuser_client.get(url).content.decode())
-    assert not any(name.startswith("revisions-0-") and name not in ("revisions-0-id", "revisions-0-document")
-                   for name in data)  # the revisions are listed, not edited
+    assert not any(
+        name.startswith("revisions-0-") and name not in ("revisions-0-id", "revisions-0-document") for name in data
+    )  # the revisions are listed, not edited
     # What the old inline form posted to edit r1 in place: ignored; the text field publishes instead.
     edited = {**data, "revisions-0-body": "Old links redirect for 7 days only.", "revisions-0-is_current": "on"}
     assert superuser_client.post(url, edited).status_code == 302
@@ -217,10 +249,17 @@ def test_adding_a_revision_while_one_is_current_publishes_it_and_never_answers_5
     """The old path: the inline form's new row r4, current, beside the current r3, was an IntegrityError."""
     url = document_url("DOC-EXPORT-7")
     data = form_fields(superuser_client.get(url).content.decode())
-    data.update({"revisions-TOTAL_FORMS": "4", "revisions-3-number": "4", "revisions-3-is_current": "on",
-                 "revisions-3-published_at_0": "2026-12-01", "revisions-3-published_at_1": "09:00:00",
-                 "revisions-3-body": "CSV export requires the owner role.",
-                 "body": "CSV export requires the owner role."})
+    data.update(
+        {
+            "revisions-TOTAL_FORMS": "4",
+            "revisions-3-number": "4",
+            "revisions-3-is_current": "on",
+            "revisions-3-published_at_0": "2026-12-01",
+            "revisions-3-published_at_1": "09:00:00",
+            "revisions-3-body": "CSV export requires the owner role.",
+            "body": "CSV export requires the owner role.",
+        }
+    )
     response = superuser_client.post(url, data)
     assert response.status_code == 302
     assert revisions("DOC-EXPORT-7") == [("r1", False), ("r2", False), ("r3", False), ("r4", True)]
@@ -228,8 +267,14 @@ def test_adding_a_revision_while_one_is_current_publishes_it_and_never_answers_5
 
 def _add_ticket(client, **extra):
     acme = Account.objects.get(code="ACME")
-    data = {"account": acme.pk, "session": CustomerSession.objects.get(ref="S-ACME-1").pk,
-            "subject": "Export fails", "body": "The export button does nothing.", "_save": "Save", **extra}
+    data = {
+        "account": acme.pk,
+        "session": CustomerSession.objects.get(ref="S-ACME-1").pk,
+        "subject": "Export fails",
+        "body": "The export button does nothing.",
+        "_save": "Save",
+        **extra,
+    }
     return client.post(reverse("admin:tickets_ticket_add"), data)
 
 
@@ -242,12 +287,23 @@ def test_add_ticket_offers_only_what_staff_write(staff_client, demo):
 
 
 def test_internal_fields_posted_to_add_ticket_are_ignored_and_the_ref_is_assigned(staff_client, demo):
-    response = _add_ticket(staff_client, evaluation_copy="on", evidence_count="7", source="zendesk",
-                           external_id="99999999", ref="ZD-99999999")
+    response = _add_ticket(
+        staff_client,
+        evaluation_copy="on",
+        evidence_count="7",
+        source="zendesk",
+        external_id="99999999",
+        ref="ZD-99999999",
+    )
     assert response.status_code == 302
     ticket = Ticket.objects.get(subject="Export fails")
-    assert (ticket.ref, ticket.evaluation_copy, ticket.evidence_count, ticket.source, ticket.external_id) == \
-        ("T-1008", False, 0, "", "")  # the demo's tickets are T-1001 to T-1007
+    assert (ticket.ref, ticket.evaluation_copy, ticket.evidence_count, ticket.source, ticket.external_id) == (
+        "T-1008",
+        False,
+        0,
+        "",
+        "",
+    )  # the demo's tickets are T-1001 to T-1007
     listed = staff_client.get(reverse("admin:tickets_ticket_changelist")).content.decode()
     assert "T-1008" in listed  # not hidden as an evaluation's copy
 
@@ -269,13 +325,27 @@ def test_a_ticket_page_shows_its_ref_and_source_but_they_cannot_be_changed(demo)
     url = reverse("admin:tickets_ticket_change", args=[ticket.pk])
     page = client.get(url).content.decode()
     assert "T-1001" in page and "48213" in page and 'name="external_id"' not in page and 'name="ref"' not in page
-    response = client.post(url, {"account": ticket.account_id, "session": ticket.session_id, "subject": "Renamed",
-                                 "body": ticket.body, "ref": "T-1", "external_id": "1", "evaluation_copy": "on",
-                                 "_save": "Save"})
+    response = client.post(
+        url,
+        {
+            "account": ticket.account_id,
+            "session": ticket.session_id,
+            "subject": "Renamed",
+            "body": ticket.body,
+            "ref": "T-1",
+            "external_id": "1",
+            "evaluation_copy": "on",
+            "_save": "Save",
+        },
+    )
     assert response.status_code == 302
     ticket.refresh_from_db()
-    assert (ticket.subject, ticket.ref, ticket.external_id, ticket.evaluation_copy) == ("Renamed", "T-1001", "48213",
-                                                                                        False)
+    assert (ticket.subject, ticket.ref, ticket.external_id, ticket.evaluation_copy) == (
+        "Renamed",
+        "T-1001",
+        "48213",
+        False,
+    )
 
 
 @pytest.mark.parametrize("separator", ["\n", "\r", "\u2028", "\u2029", "\x0b", "\x0c", "\x85"])

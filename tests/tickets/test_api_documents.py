@@ -1,4 +1,5 @@
 """PUT /api/documents/{code}: a CMS publishes one revision."""
+
 import json
 
 import pytest
@@ -52,8 +53,12 @@ def test_a_changed_text_title_or_visibility_is_a_new_revision(client, cms, demo)
     put(client, "DOC-MOVE-1", PAGE, cms)
     changed = put(client, "DOC-MOVE-1", {**PAGE, "body": "Moving keeps every pelican in place."}, cms)
     assert changed.status_code == 200 and changed.json()["revision"] == "r2" and changed.json()["new_revision"]
-    assert put(client, "DOC-MOVE-1", {**PAGE, "body": "Moving keeps every pelican in place.", "public": False},
-               cms).json()["revision"] == "r3"
+    assert (
+        put(
+            client, "DOC-MOVE-1", {**PAGE, "body": "Moving keeps every pelican in place.", "public": False}, cms
+        ).json()["revision"]
+        == "r3"
+    )
     assert revisions("DOC-MOVE-1") == [("r1", False), ("r2", False), ("r3", True)]
     assert documents_search(query="pelican", limit=3) == []  # no longer public
 
@@ -74,26 +79,32 @@ def test_a_demo_document_gets_its_next_revision(client, cms, demo):
     assert [r.label for r in documents_search(query="owners only", limit=1)] == ["r4"]
 
 
-@pytest.mark.parametrize("code,body,status", [
-    ("DOC-X", {"body": "text"}, 422),
-    ("DOC-X", {"title": "t", "body": ""}, 422),
-    ("DOC-X", {"title": "t", "body": " \n\t "}, 422),
-    ("DOC-X", {"title": "   ", "body": "text"}, 422),
-    *(("DOC-X", {"title": f"two{separator}lines", "body": "text"}, 422) for separator in "\n\r\v\f\x85\u2028\u2029"),
-    ("DOC-X", {"title": "t", "body": "nul \u0000 byte"}, 422),
-    ("DOC-X", '{"title": "t", "body": "lone \\ud800 surrogate"}', 422),
-    ("DOC-X", {"title": "t" * 301, "body": "text"}, 422),
-    ("DOC-X", {"title": "t", "body": "x" * 60_001}, 422),
-    ("DOC-X", {"title": "t", "body": "text", "public": "yes"}, 422),
-    ("DOC-X", {"title": "t", "body": 5}, 422),
-    ("DOC-X", {"title": "t", "body": "text", "author": "me"}, 422),
-    ("DOC-X", '["title", "body"]', 422),
-    ("doc-x", {"title": "t", "body": "text"}, 422),
-    ("-DOC", {"title": "t", "body": "text"}, 422),
-    ("D" * 65, {"title": "t", "body": "text"}, 422),
-    ("DOC-X", '{"title": ', 400),
-    ("DOC-X", json.dumps({"title": "t", "body": "x" * 70_000}), 413),
-])
+@pytest.mark.parametrize(
+    "code,body,status",
+    [
+        ("DOC-X", {"body": "text"}, 422),
+        ("DOC-X", {"title": "t", "body": ""}, 422),
+        ("DOC-X", {"title": "t", "body": " \n\t "}, 422),
+        ("DOC-X", {"title": "   ", "body": "text"}, 422),
+        *(
+            ("DOC-X", {"title": f"two{separator}lines", "body": "text"}, 422)
+            for separator in "\n\r\v\f\x85\u2028\u2029"
+        ),
+        ("DOC-X", {"title": "t", "body": "nul \u0000 byte"}, 422),
+        ("DOC-X", '{"title": "t", "body": "lone \\ud800 surrogate"}', 422),
+        ("DOC-X", {"title": "t" * 301, "body": "text"}, 422),
+        ("DOC-X", {"title": "t", "body": "x" * 60_001}, 422),
+        ("DOC-X", {"title": "t", "body": "text", "public": "yes"}, 422),
+        ("DOC-X", {"title": "t", "body": 5}, 422),
+        ("DOC-X", {"title": "t", "body": "text", "author": "me"}, 422),
+        ("DOC-X", '["title", "body"]', 422),
+        ("doc-x", {"title": "t", "body": "text"}, 422),
+        ("-DOC", {"title": "t", "body": "text"}, 422),
+        ("D" * 65, {"title": "t", "body": "text"}, 422),
+        ("DOC-X", '{"title": ', 400),
+        ("DOC-X", json.dumps({"title": "t", "body": "x" * 70_000}), 413),
+    ],
+)
 def test_invalid_input_writes_nothing(client, cms, demo, code, body, status):
     before = DocumentRevision.objects.count(), Document.objects.count()
     response = put(client, code, body, cms)

@@ -1,4 +1,5 @@
 """manage.py import_docs: folders of Markdown, HTML and text files into the knowledge base."""
+
 from __future__ import annotations
 
 import io
@@ -288,43 +289,65 @@ def test_a_terminal_gets_a_progress_bar_and_a_pipe_a_plain_line(kb):
 # --- reading one file (no database) -----------------------------------------------------
 
 
-@pytest.mark.parametrize("name,code", [
-    ("csv-export-permissions.md", "CSV-EXPORT-PERMISSIONS"),
-    ("docs/Café notes (v2).txt", "CAFE-NOTES-V2"),
-    ("__init__.html", "INIT"),
-    ("DOC_EXPORT_7.md", "DOC-EXPORT-7"),
-])
+@pytest.mark.parametrize(
+    "name,code",
+    [
+        ("csv-export-permissions.md", "CSV-EXPORT-PERMISSIONS"),
+        ("docs/Café notes (v2).txt", "CAFE-NOTES-V2"),
+        ("__init__.html", "INIT"),
+        ("DOC_EXPORT_7.md", "DOC-EXPORT-7"),
+    ],
+)
 def test_the_code_comes_from_the_file_name(name, code):
     assert code_from_filename(name) == code
 
 
-@pytest.mark.parametrize("name,data,title,body", [
-    ("a.md", "intro\n\n```sh\n# not a title\n```\n# The title\ntext", "The title",
-     "intro\n\n```sh\n# not a title\n```\ntext"),
-    ("a.md", "## only a subheading\ntext", "A", "## only a subheading\ntext"),
-    ("a.md", "---\ntitle: From front matter\n---\n# Heading stays\ntext", "From front matter", "# Heading stays\ntext"),
-    ("b.html", "<title>Page title</title><p>one</p><ul><li>two</li><li>three <i>four</i></li></ul>",
-     "Page title", "one\ntwo\nthree four"),
-    ("b.htm", "<p>no title<br>at all</p><noscript>x</noscript>", "B", "no title\nat all"),
-    ("c.txt", "\ufeff# not a heading in text\r\nline two\r\n", "C", "# not a heading in text\nline two"),
-])
+@pytest.mark.parametrize(
+    "name,data,title,body",
+    [
+        (
+            "a.md",
+            "intro\n\n```sh\n# not a title\n```\n# The title\ntext",
+            "The title",
+            "intro\n\n```sh\n# not a title\n```\ntext",
+        ),
+        ("a.md", "## only a subheading\ntext", "A", "## only a subheading\ntext"),
+        (
+            "a.md",
+            "---\ntitle: From front matter\n---\n# Heading stays\ntext",
+            "From front matter",
+            "# Heading stays\ntext",
+        ),
+        (
+            "b.html",
+            "<title>Page title</title><p>one</p><ul><li>two</li><li>three <i>four</i></li></ul>",
+            "Page title",
+            "one\ntwo\nthree four",
+        ),
+        ("b.htm", "<p>no title<br>at all</p><noscript>x</noscript>", "B", "no title\nat all"),
+        ("c.txt", "\ufeff# not a heading in text\r\nline two\r\n", "C", "# not a heading in text\nline two"),
+    ],
+)
 def test_titles_and_bodies(name, data, title, body):
     document = document_from_file(name, data.encode())
     assert (document.title, document.body) == (title, body)
 
 
-@pytest.mark.parametrize("name,data,reason", [
-    ("%%.md", "text", "the file name has no letters or digits for a code"),
-    ("a.pdf", "text", "not a document file (the suffixes are .md, .markdown, .html, .htm, .txt)"),
-    ("a.txt", "x" * (1024 * 1024 + 1), "the file is larger than 1048576 bytes"),
-    ("a.md", "---\ncode: doc-x\n---\ntext", "the code 'doc-x' is not capitals"),
-    ("a.md", "---\n- a list\n---\ntext", "the front matter is not a set of 'key: value' lines"),
-    ("a.md", "---\ncode: 7\n---\ntext", "front matter: code: Input should be a valid string"),
-    ("a.md", "# Only a heading\n", "the body is empty"),
-    ("a.txt", "nul \x00 inside", "the body contains a NUL character"),
-    ("a.md", "---\ntitle: '" + "t" * 301 + "'\n---\ntext", "the title is longer than 300 characters"),
-    ("a.txt", "x" * 60_001, "the body is longer than 60000 characters"),
-])
+@pytest.mark.parametrize(
+    "name,data,reason",
+    [
+        ("%%.md", "text", "the file name has no letters or digits for a code"),
+        ("a.pdf", "text", "not a document file (the suffixes are .md, .markdown, .html, .htm, .txt)"),
+        ("a.txt", "x" * (1024 * 1024 + 1), "the file is larger than 1048576 bytes"),
+        ("a.md", "---\ncode: doc-x\n---\ntext", "the code 'doc-x' is not capitals"),
+        ("a.md", "---\n- a list\n---\ntext", "the front matter is not a set of 'key: value' lines"),
+        ("a.md", "---\ncode: 7\n---\ntext", "front matter: code: Input should be a valid string"),
+        ("a.md", "# Only a heading\n", "the body is empty"),
+        ("a.txt", "nul \x00 inside", "the body contains a NUL character"),
+        ("a.md", "---\ntitle: '" + "t" * 301 + "'\n---\ntext", "the title is longer than 300 characters"),
+        ("a.txt", "x" * 60_001, "the body is longer than 60000 characters"),
+    ],
+)
 def test_files_that_cannot_be_documents(name, data, reason):
     with pytest.raises(DocumentFileError) as refused:
         document_from_file(name, data.encode())

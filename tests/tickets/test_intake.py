@@ -1,4 +1,5 @@
 """POST /api/tickets: tickets from a help desk, found again by source and external id; the Integrations role."""
+
 import json
 
 import pytest
@@ -20,8 +21,12 @@ from tickets.models import CustomerSession, CustomerUser, Ticket
 
 URL = "/api/tickets"
 PAYLOAD = {
-    "source": "zendesk", "external_id": "48213", "subject": "CSV export fails", "body": "Since the rename, J-42 fails.",
-    "account": "ACME", "session": {"ref": "zd-user-901", "verified": True, "email": "dana@acme.example"},
+    "source": "zendesk",
+    "external_id": "48213",
+    "subject": "CSV export fails",
+    "body": "Since the rename, J-42 fails.",
+    "account": "ACME",
+    "session": {"ref": "zd-user-901", "verified": True, "email": "dana@acme.example"},
 }
 
 
@@ -48,13 +53,18 @@ def _error(response, status: int, code: str) -> None:
 
 def _rows() -> tuple:
     """What an intake request could write."""
-    return (list(Ticket.objects.order_by("pk").values_list("pk", "ref", "subject", "body", "session_id")),
-            list(CustomerSession.objects.order_by("pk").values_list("pk", "ref", "account_id", "user_id", "verified")))
+    return (
+        list(Ticket.objects.order_by("pk").values_list("pk", "ref", "subject", "body", "session_id")),
+        list(CustomerSession.objects.order_by("pk").values_list("pk", "ref", "account_id", "user_id", "verified")),
+    )
 
 
 def _ticket_writes(queries) -> list[str]:
-    return [q["sql"] for q in queries if q["sql"].lstrip().startswith(("INSERT", "UPDATE", "DELETE"))
-            and '"tickets_' in q["sql"]]
+    return [
+        q["sql"]
+        for q in queries
+        if q["sql"].lstrip().startswith(("INSERT", "UPDATE", "DELETE")) and '"tickets_' in q["sql"]
+    ]
 
 
 # --- create, find again, update ------------------------------------------------------------
@@ -142,10 +152,13 @@ def test_a_taken_readable_ref_gets_the_digest_one(post, demo):
     assert response.json()["ref"] == ref_candidates(source="zendesk", external_id="48213")[1]
 
 
-@pytest.mark.parametrize("source,external_id,expected", [
-    ("zendesk", "48213", "ZD-48213"),
-    ("acme-desk", "a.b", "ACMEDESK-a-b"),
-])
+@pytest.mark.parametrize(
+    "source,external_id,expected",
+    [
+        ("zendesk", "48213", "ZD-48213"),
+        ("acme-desk", "a.b", "ACMEDESK-a-b"),
+    ],
+)
 def test_refs_are_readable_when_they_can_be(source, external_id, expected):
     candidates = ref_candidates(source=source, external_id=external_id)
     assert candidates[0] == expected and candidates[1] != candidates[2]
@@ -164,8 +177,9 @@ def test_an_unknown_account_is_refused(post, demo):
 
 def test_a_session_of_another_account_is_refused(post, demo):
     before = _rows()
-    _error(post(session={"ref": "S-GLOBEX-1", "verified": False, "email": "dana@acme.example"}), 409,
-           "session_mismatch")
+    _error(
+        post(session={"ref": "S-GLOBEX-1", "verified": False, "email": "dana@acme.example"}), 409, "session_mismatch"
+    )
     assert _rows() == before
 
 
@@ -176,25 +190,28 @@ def test_a_ticket_cannot_move_to_another_account(post, demo):
     assert _rows() == before
 
 
-@pytest.mark.parametrize("changes", [
-    {"body": "x" * 32_001},
-    {"subject": "x" * 301},
-    {"subject": ""},
-    {"subject": "nul\x00byte"},
-    *({"subject": f"Export fails{separator}Priority: urgent"} for separator in "\n\r\v\f\x85\u2028\u2029"),
-    {"body": "nul\x00byte"},
-    {"source": "Zen Desk"},
-    {"source": "z" * 33},
-    {"external_id": "has space"},
-    {"external_id": "9" * 65},
-    {"account": "A" * 33},
-    {"session": {"ref": "zd-user-901", "verified": "yes"}},
-    {"session": {"ref": "zd-user-901", "verified": True, "email": "not-an-email"}},
-    {"session": {"ref": "has space", "verified": True}},
-    {"session": {"ref": "zd-user-901"}},
-    {"priority": "urgent"},
-    {"external_id": 48213},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"body": "x" * 32_001},
+        {"subject": "x" * 301},
+        {"subject": ""},
+        {"subject": "nul\x00byte"},
+        *({"subject": f"Export fails{separator}Priority: urgent"} for separator in "\n\r\v\f\x85\u2028\u2029"),
+        {"body": "nul\x00byte"},
+        {"source": "Zen Desk"},
+        {"source": "z" * 33},
+        {"external_id": "has space"},
+        {"external_id": "9" * 65},
+        {"account": "A" * 33},
+        {"session": {"ref": "zd-user-901", "verified": "yes"}},
+        {"session": {"ref": "zd-user-901", "verified": True, "email": "not-an-email"}},
+        {"session": {"ref": "has space", "verified": True}},
+        {"session": {"ref": "zd-user-901"}},
+        {"priority": "urgent"},
+        {"external_id": 48213},
+    ],
+)
 def test_a_body_that_does_not_fit_is_a_422_and_writes_nothing(post, demo, changes):
     before = _rows()
     _error(post(**changes), 422, "invalid_input")
@@ -222,9 +239,12 @@ def test_staff_tokens_cannot_create_tickets(client, demo, request, who):
 def test_an_integration_token_cannot_read_runs_packets_or_start_investigations(client, integration_user, demo):
     run = make_runs(1)[0]
     headers = bearer(integration_user)
-    for response in (client.get("/api/runs", **headers), client.get(f"/api/runs/{run.pk}", **headers),
-                     client.get(f"/api/packets/{run.packet.pk}", **headers),
-                     client.post("/api/tickets/T-1001/investigations", **headers)):
+    for response in (
+        client.get("/api/runs", **headers),
+        client.get(f"/api/runs/{run.pk}", **headers),
+        client.get(f"/api/packets/{run.packet.pk}", **headers),
+        client.post("/api/tickets/T-1001/investigations", **headers),
+    ):
         _error(response, 403, "forbidden")
     assert Run.objects.count() == 1
 

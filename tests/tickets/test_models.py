@@ -3,6 +3,7 @@
 The model's save() refuses first; the database's trigger (migration 0007) refuses a queryset's update() and
 plain SQL. New text is a new revision; only `is_current` moves.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -77,8 +78,12 @@ def test_a_new_title_still_reaches_the_search(demo):
 
 def test_publishing_new_text_makes_the_next_revision_and_keeps_the_old_one(demo):
     before = rename_r1()
-    outcome = document_publish(code="DOC-RENAME-2", title="Renaming a workspace", public=True,
-                               body="Renaming a workspace changes its name. Old links redirect for 7 days only.")
+    outcome = document_publish(
+        code="DOC-RENAME-2",
+        title="Renaming a workspace",
+        public=True,
+        body="Renaming a workspace changes its name. Old links redirect for 7 days only.",
+    )
     assert (outcome.revision, outcome.new_revision) == ("r2", True)
     after = rename_r1()
     assert (after.pk, after.body, after.is_current) == (before.pk, before.body, False)
@@ -92,8 +97,12 @@ def test_a_cited_revision_keeps_the_text_the_packet_quotes(staff_user, demo_comm
     and publishing that text makes r2 while r1, and the page its link opens, still say "30 days"."""
     run = investigation_start(ticket=Ticket.objects.get(ref="T-1007"))
     packet = ReviewPacket.objects.get(run_id=run.pk)
-    cited = [d for view in evidence_for(ticket_id=run.ticket_id, refs=packet.evidence_refs) for d in view.documents
-             if d.code == "DOC-RENAME-2"]
+    cited = [
+        d
+        for view in evidence_for(ticket_id=run.ticket_id, refs=packet.evidence_refs)
+        for d in view.documents
+        if d.code == "DOC-RENAME-2"
+    ]
     assert [d.revision for d in cited] == ["r1"]
 
     revision = rename_r1()

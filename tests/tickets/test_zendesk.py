@@ -4,6 +4,7 @@ The signature is computed here as Zendesk documents it ("Verifying webhook
 authenticity"): base64(HMAC-SHA256(signing secret, TIMESTAMP + BODY)), with the
 timestamp header's value in ISO 8601, e.g. 2026-12-06T03:47:00Z.
 """
+
 import base64
 import hashlib
 import hmac
@@ -20,8 +21,12 @@ from tickets.models import CustomerSession, Ticket
 
 SECRET = "dGhlLXdlYmhvb2stc2lnbmluZy1zZWNyZXQ"
 PAYLOAD = {
-    "source": "zendesk", "external_id": "48213", "subject": "CSV export fails", "body": "Since the rename, J-42 fails.",
-    "account": "ACME", "session": {"ref": "zd-user-901", "verified": True, "email": "dana@acme.example"},
+    "source": "zendesk",
+    "external_id": "48213",
+    "subject": "CSV export fails",
+    "body": "Since the rename, J-42 fails.",
+    "account": "ACME",
+    "session": {"ref": "zd-user-901", "verified": True, "email": "dana@acme.example"},
 }
 
 
@@ -36,8 +41,9 @@ def _signed(body: bytes, *, secret: str = SECRET, timestamp: str | None = None) 
 
 
 def _send(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict]:
-    request = urllib.request.Request(f"{url}/api/intake/zendesk", data=body, method="POST",
-                                     headers={"Content-Type": "application/json", **headers})
+    request = urllib.request.Request(
+        f"{url}/api/intake/zendesk", data=body, method="POST", headers={"Content-Type": "application/json", **headers}
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.loads(response.read())
@@ -50,8 +56,10 @@ def _body(**changes) -> bytes:
 
 
 def _rows() -> tuple:
-    return (list(Ticket.objects.order_by("pk").values_list("pk", "ref", "subject", "body")),
-            list(CustomerSession.objects.order_by("pk").values_list("pk", "ref", "user_id", "verified")))
+    return (
+        list(Ticket.objects.order_by("pk").values_list("pk", "ref", "subject", "body")),
+        list(CustomerSession.objects.order_by("pk").values_list("pk", "ref", "user_id", "verified")),
+    )
 
 
 @pytest.fixture
@@ -87,8 +95,9 @@ def test_a_signed_update_changes_the_ticket(zendesk):
     assert Ticket.objects.get(ref="ZD-48213").body == "Now J-43 fails too."
 
 
-@pytest.mark.parametrize("case", ["bad", "other_secret", "tampered", "missing", "no_timestamp", "stale", "future",
-                                  "not_a_time"])
+@pytest.mark.parametrize(
+    "case", ["bad", "other_secret", "tampered", "missing", "no_timestamp", "stale", "future", "not_a_time"]
+)
 def test_a_request_zendesk_did_not_sign_is_a_401_and_writes_nothing(zendesk, case):
     body = _body()
     headers = {
@@ -112,10 +121,16 @@ def test_a_timestamp_within_five_minutes_is_accepted(zendesk):
     assert _send(zendesk, body, _signed(body, timestamp=_timestamp(timedelta(minutes=4))))[0] == 201
 
 
-@pytest.mark.parametrize("body", [
-    _body(body="x" * 32_001), _body(subject="nul\x00"), _body(source="freshdesk"), _body(account=None),
-    b'{"source": "zendesk"}',
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        _body(body="x" * 32_001),
+        _body(subject="nul\x00"),
+        _body(source="freshdesk"),
+        _body(account=None),
+        b'{"source": "zendesk"}',
+    ],
+)
 def test_a_signed_body_that_does_not_fit_is_a_422_and_writes_nothing(zendesk, body):
     before = _rows()
     status, reply = _send(zendesk, body, _signed(body))
@@ -142,7 +157,9 @@ def test_with_no_secret_configured_the_endpoint_refuses_everything(zendesk, sett
     body = _body()
     for headers in (_signed(body), _signed(body, secret=""), {}):
         status, reply = _send(zendesk, body, headers)
-        assert status == 401 and reply["code"] == "intake_not_configured" and "INTAKE_ZENDESK_SECRET" in reply["message"]
+        assert (
+            status == 401 and reply["code"] == "intake_not_configured" and "INTAKE_ZENDESK_SECRET" in reply["message"]
+        )
     assert not Ticket.objects.filter(source="zendesk").exists()
 
 

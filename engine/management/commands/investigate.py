@@ -27,8 +27,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the run_scenario JSON shape")
         parser.add_argument("--enqueue", action="store_true", help='start the run on the workers; print {"run": ID}')
 
-    def handle(self, *args, ticket: str, model: str | None, session: str | None, json: bool, enqueue: bool,
-               **options):
+    def handle(self, *args, ticket: str, model: str | None, session: str | None, json: bool, enqueue: bool, **options):
         found = Ticket.objects.select_related("session").filter(ref=ticket).first()
         if found is None:
             raise CommandError(f"no ticket {ticket!r} (load the demo data with `manage.py seed_demo`)")
@@ -41,8 +40,10 @@ class Command(BaseCommand):
         runs_expire_overdue(ticket_id=found.pk)  # a run past its deadline no longer holds the ticket
         active = ticket_active_run(ticket=found)
         if active is not None:
-            raise CommandError(f"run {active.pk} on {found.ref} is still {active.status}; wait for it to end"
-                               f" (show_run {active.pk} --wait SECONDS)")
+            raise CommandError(
+                f"run {active.pk} on {found.ref} is still {active.status}; wait for it to end"
+                f" (show_run {active.pk} --wait SECONDS)"
+            )
         try:
             if enqueue:
                 run = investigation_start(ticket=found, session=acting, model_name=model)
@@ -100,9 +101,18 @@ def render_run(report: dict, *, headline: str = "") -> str:
         f"Stop reason: {status}" + (f" / {report['detail']}" if report["detail"] else ""),
         *([f"  {headline}"] if headline else []),
         f"  {stop_explanation(status, report['detail'] or '', model_name=report['model'])}",
-        "", "Evidence:", "", "Attempted operations:",
+        "",
+        "Evidence:",
+        "",
+        "Attempted operations:",
     ]
     lines += [f"  {d['tool']} {json.dumps(d['args'])} -> {d['outcome']}" for d in report["dispatched"]] or ["  none"]
-    lines += ["", "Open questions:", "  none", "", "Budget spent: ",
-              "Nothing was sent to the customer; nothing was changed."]
+    lines += [
+        "",
+        "Open questions:",
+        "  none",
+        "",
+        "Budget spent: ",
+        "Nothing was sent to the customer; nothing was changed.",
+    ]
     return "\n".join(lines)

@@ -7,12 +7,17 @@ from engine.roles import DEMO_USERS, ROLES, demo_users_setup, roles_setup
 
 
 class Command(BaseCommand):
-    help = ("Create the groups 'Support staff', 'Supervisors', 'Knowledge editors' and 'Integrations' with their "
-            "permissions (idempotent).")
+    help = (
+        "Create the groups 'Support staff', 'Supervisors', 'Knowledge editors' and 'Integrations' with their "
+        "permissions (idempotent)."
+    )
 
     def add_arguments(self, parser):
-        parser.add_argument("--demo-users", action="store_true",
-                            help="also create users staff and supervisor (password: DEMO_PASSWORD or a random one)")
+        parser.add_argument(
+            "--demo-users",
+            action="store_true",
+            help="also create users staff and supervisor (password: DEMO_PASSWORD or a random one)",
+        )
 
     def handle(self, *args, demo_users: bool, **options):
         roles_setup()

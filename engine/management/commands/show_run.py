@@ -16,8 +16,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("run_id", type=int)
-        parser.add_argument("--wait", type=float, default=0, metavar="SECONDS",
-                            help="wait until the run is terminal, at most this long")
+        parser.add_argument(
+            "--wait", type=float, default=0, metavar="SECONDS", help="wait until the run is terminal, at most this long"
+        )
 
     def handle(self, *args, run_id: int, wait: float, **options):
         if not 0 <= wait <= MAX_WAIT_SECONDS:  # NaN fails this too

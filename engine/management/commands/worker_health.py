@@ -9,8 +9,10 @@ from engine.heartbeat import workers_consumed_within
 
 class Command(BaseCommand):
     requires_system_checks: list[str] = []
-    help = ("Exit 0 when a worker (or the one named) consumed from the run queue within --within seconds, "
-            "else exit 1: for a container health check or a cron alert.")
+    help = (
+        "Exit 0 when a worker (or the one named) consumed from the run queue within --within seconds, "
+        "else exit 1: for a container health check or a cron alert."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--within", type=float, default=60.0, help="seconds (default 60)")
@@ -27,6 +29,7 @@ class Command(BaseCommand):
             seen = {name: ago for name, ago in seen.items() if name == worker}
         if not seen:
             who = f"worker {worker}" if worker else "any worker"
-            raise CommandError(f"nothing consumed from queue {settings.CELERY_TASK_DEFAULT_QUEUE!r} by {who} "
-                               f"in the last {within:g} s")
+            raise CommandError(
+                f"nothing consumed from queue {settings.CELERY_TASK_DEFAULT_QUEUE!r} by {who} in the last {within:g} s"
+            )
         self.stdout.write(json.dumps({"queue": settings.CELERY_TASK_DEFAULT_QUEUE, "seconds_ago": seen}))

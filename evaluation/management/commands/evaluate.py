@@ -1,4 +1,5 @@
 """python manage.py evaluate --model MODEL: test a candidate model against reviewed packets."""
+
 import json
 import sys
 import time as clock
@@ -40,8 +41,10 @@ def parse_since(text: str | None) -> datetime | None:
 
 
 class Command(BaseCommand):
-    help = ("Run a candidate model over the tickets of reviewed packets, with the tools answering from what the "
-            "original runs recorded (or the live backends), and compare it with the reviewed packets.")
+    help = (
+        "Run a candidate model over the tickets of reviewed packets, with the tools answering from what the "
+        "original runs recorded (or the live backends), and compare it with the reviewed packets."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--model", help="the candidate model: rules, replay (with --script) or a provider model")
@@ -52,8 +55,13 @@ class Command(BaseCommand):
         parser.add_argument("--script", type=Path, help="a JSON list of replies, for the replay model")
         parser.add_argument("--resume", type=int, metavar="EVALUATION_ID", help="go on with this evaluation")
         parser.add_argument("--json", action="store_true", help="print the figures and cases as JSON")
-        parser.add_argument("--timeout", type=float, default=3600, metavar="SECONDS",
-                            help="with a broker: how long to wait for the workers (default 3600)")
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=3600,
+            metavar="SECONDS",
+            help="with a broker: how long to wait for the workers (default 3600)",
+        )
 
     def handle(self, *args, **options):
         evaluation = self._evaluation(options)
@@ -65,8 +73,10 @@ class Command(BaseCommand):
                 evaluation = evaluation_run(evaluation, progress=self._progress_bar())
         except KeyboardInterrupt:
             if on_workers:
-                self.stderr.write(f"\ninterrupted: the workers go on with the queued cases; watch them (and send"
-                                  f" any left again) with --resume {evaluation.pk}")
+                self.stderr.write(
+                    f"\ninterrupted: the workers go on with the queued cases; watch them (and send"
+                    f" any left again) with --resume {evaluation.pk}"
+                )
             else:
                 self.stderr.write(f"\ninterrupted: resume with --resume {evaluation.pk}")
             raise SystemExit(130) from None
@@ -91,8 +101,12 @@ class Command(BaseCommand):
         if options["limit"] is not None and options["limit"] < 1:
             raise CommandError("--limit must be at least 1")
         arguments = {
-            "candidate_model": model, "reviewed": options["reviewed"], "since": parse_since(options["since"]),
-            "limit": options["limit"], "live_tools": options["live_tools"], "model_script": script,
+            "candidate_model": model,
+            "reviewed": options["reviewed"],
+            "since": parse_since(options["since"]),
+            "limit": options["limit"],
+            "live_tools": options["live_tools"],
+            "model_script": script,
         }
         return unfinished_like(**arguments) or evaluation_create(**arguments, created_by="command")
 
@@ -114,7 +128,8 @@ class Command(BaseCommand):
             if clock.monotonic() >= until:
                 raise CommandError(
                     f"{done} of {total} cases done after {timeout:g} s; the workers go on with the rest: "
-                    f"watch them, or send any left again, with --resume {evaluation.pk}")
+                    f"watch them, or send any left again, with --resume {evaluation.pk}"
+                )
             clock.sleep(POLL_SECONDS)
 
     def _script(self, path: Path | None, model: str):
@@ -146,15 +161,34 @@ class Command(BaseCommand):
         return show
 
     def _report(self, evaluation: Evaluation) -> dict:
-        fields = ("original_run_id", "candidate_run_id", "original_review", "status", "detail", "drafted",
-                  "overlap", "model_requests", "tokens", "cost_micros", "original_cost_micros", "wall_seconds",
-                  "agreed", "regression", "cited_sources", "accepted_sources")
+        fields = (
+            "original_run_id",
+            "candidate_run_id",
+            "original_review",
+            "status",
+            "detail",
+            "drafted",
+            "overlap",
+            "model_requests",
+            "tokens",
+            "cost_micros",
+            "original_cost_micros",
+            "wall_seconds",
+            "agreed",
+            "regression",
+            "cited_sources",
+            "accepted_sources",
+        )
         rows = list(evaluation.cases.all())
         return {
-            "evaluation": evaluation.pk, "model": evaluation.candidate_model, "live_tools": evaluation.live_tools,
-            "finished": evaluation.finished_at is not None, "figures": evaluation.figures,
-            "cases": [{**{name: getattr(case, name) for name in fields}, "result": result_of(case).value}
-                      for case in rows],
+            "evaluation": evaluation.pk,
+            "model": evaluation.candidate_model,
+            "live_tools": evaluation.live_tools,
+            "finished": evaluation.finished_at is not None,
+            "figures": evaluation.figures,
+            "cases": [
+                {**{name: getattr(case, name) for name in fields}, "result": result_of(case).value} for case in rows
+            ],
         }
 
     def _summary(self, evaluation: Evaluation) -> None:

@@ -6,8 +6,10 @@ from integrations.webhooks import webhook_deliver, webhooks_due
 
 
 class Command(BaseCommand):
-    help = ("One attempt at every packet event that is due and that no sender holds: what a process that exited"
-            " or a broker that was down left pending. Safe to run from cron.")
+    help = (
+        "One attempt at every packet event that is due and that no sender holds: what a process that exited"
+        " or a broker that was down left pending. Safe to run from cron."
+    )
 
     def handle(self, *args, **options):
         tried = webhooks_due()

@@ -11,9 +11,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("username")
         parser.add_argument("--name", default="command line", help="a label to recognise the token by")
-        parser.add_argument("--integration", action="store_true",
-                            help="USER is a help desk integration: made when missing, in the Integrations group "
-                                 "(may create and update tickets and documents, nothing else)")
+        parser.add_argument(
+            "--integration",
+            action="store_true",
+            help="USER is a help desk integration: made when missing, in the Integrations group "
+            "(may create and update tickets and documents, nothing else)",
+        )
 
     def handle(self, *args, username: str, name: str, integration: bool, **options):
         if integration:

@@ -1,4 +1,5 @@
 """Fixtures of the provider tests."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,8 +11,11 @@ LABELLED = [m for m in vars(metrics).values() if isinstance(m, Counter | Histogr
 
 
 def _label_values(metric) -> set[tuple[str, ...]]:
-    return {tuple(v for k, v in sample.labels.items() if k != "le")
-            for family in metric.collect() for sample in family.samples}
+    return {
+        tuple(v for k, v in sample.labels.items() if k != "le")
+        for family in metric.collect()
+        for sample in family.samples
+    }
 
 
 @pytest.fixture(autouse=True)

@@ -2,6 +2,7 @@
 
 Budgets and prices are fakeprovider.BUDGET's: a request costs 3 * input + 15 * output micro-dollars.
 """
+
 from __future__ import annotations
 
 import io
@@ -138,15 +139,19 @@ def test_malformed_replies_are_validation_errors_and_the_loop_goes_on(fake, tick
     assert "Your last reply was not used" in fake.received[1].body["messages"][0]["content"]
 
 
-@pytest.mark.parametrize("stop_reason, reason", [
-    ("max_tokens", "the reply was cut off at the output cap (400 tokens) before it was complete"),
-    ("model_context_window_exceeded", "the reply was cut off at the model's context window before it was complete"),
-    ("refusal", "the model declined to answer (stop reason: refusal)"),
-])
+@pytest.mark.parametrize(
+    "stop_reason, reason",
+    [
+        ("max_tokens", "the reply was cut off at the output cap (400 tokens) before it was complete"),
+        ("model_context_window_exceeded", "the reply was cut off at the model's context window before it was complete"),
+        ("refusal", "the model declined to answer (stop reason: refusal)"),
+    ],
+)
 def test_a_reply_the_api_stopped_early_is_not_used_whatever_it_holds(fake, ticket_t1001, stop_reason, reason):
     # A complete-looking call in a reply stopped early: its arguments may not be what the model meant.
-    fake.script(ANTHROPIC.reply(J42, usage=(700, 400), stop_reason=stop_reason), ANTHROPIC.reply(J42),
-                ANTHROPIC.reply(DRAFT_E1))
+    fake.script(
+        ANTHROPIC.reply(J42, usage=(700, 400), stop_reason=stop_reason), ANTHROPIC.reply(J42), ANTHROPIC.reply(DRAFT_E1)
+    )
 
     report = investigate(ticket_t1001)
 
@@ -173,8 +178,12 @@ def test_a_500_is_a_model_error_charging_nothing(fake, ticket_t1001):
 def test_a_429_is_a_model_error_and_is_not_retried(fake, ticket_t1001):
     fake.script(
         ANTHROPIC.reply(J42, usage=(1000, 20)),
-        ANTHROPIC.error(429, "Number of request tokens has exceeded your per-minute rate limit.", "rate_limit_error",
-                        headers={"retry-after": "0"}),
+        ANTHROPIC.error(
+            429,
+            "Number of request tokens has exceeded your per-minute rate limit.",
+            "rate_limit_error",
+            headers={"retry-after": "0"},
+        ),
     )
 
     report = investigate(ticket_t1001)
@@ -226,8 +235,11 @@ def test_a_reply_after_the_deadline_ends_the_run_deadline(fake, ticket_t1001):
 
 def test_requests_stay_within_the_input_cap_with_very_long_evidence(fake, ticket_t1001):
     add_long_evidence(ticket_t1001, rows=12)
-    draft = ("submit_draft", {"summary": "Long logs [E1]; J-42 [E13].", "evidence": ["E1", "E13"],
-                              "open_questions": []}, "toolu_d")
+    draft = (
+        "submit_draft",
+        {"summary": "Long logs [E1]; J-42 [E13].", "evidence": ["E1", "E13"], "open_questions": []},
+        "toolu_d",
+    )
     fake.script(ANTHROPIC.reply(J42, usage=(4000, 20)), ANTHROPIC.reply(draft, usage=(4000, 40)))
 
     report = investigate(ticket_t1001, max_input_tokens=5000, max_output_tokens=300, max_tool_result_chars=100000)

@@ -2,6 +2,7 @@
 
 Budgets and prices are fakeprovider.BUDGET's: a request costs 3 * input + 15 * output micro-dollars.
 """
+
 from __future__ import annotations
 
 import io
@@ -110,7 +111,9 @@ def test_each_request_offers_exactly_the_tools_and_carries_the_output_cap(fake, 
     # The job's record, a tool result, reaches the model as delimited data.
     second = fake.received[1].body["messages"][1]["content"]
     assert "E1 from read_job_status" in second
-    assert second.index('<data id="', second.index("E1 from")) < second.index("EXPORT_ROLE_REQUIRED", second.index("E1 from"))
+    assert second.index('<data id="', second.index("E1 from")) < second.index(
+        "EXPORT_ROLE_REQUIRED", second.index("E1 from")
+    )
 
 
 OPENAI_API = "https://api.openai.com/v1"
@@ -122,14 +125,26 @@ LOCAL = "http://127.0.0.1:11434/v1"
     [
         # OpenAI's own API: newer models refuse max_tokens; the o-series refuses parallel_tool_calls.
         ("gpt-4o-mini", OPENAI_API, "auto", "auto", {"max_completion_tokens": 300, "parallel_tool_calls": False}),
-        ("gpt-5", "https://api.openai.com/v1/", "auto", "auto", {"max_completion_tokens": 300, "parallel_tool_calls": False}),
+        (
+            "gpt-5",
+            "https://api.openai.com/v1/",
+            "auto",
+            "auto",
+            {"max_completion_tokens": 300, "parallel_tool_calls": False},
+        ),
         ("o3-mini", OPENAI_API, "auto", "auto", {"max_completion_tokens": 300}),
         ("o4-mini", OPENAI_API, "auto", "auto", {"max_completion_tokens": 300}),
         ("o1", OPENAI_API, "auto", "auto", {"max_completion_tokens": 300}),
         # Compatible servers read max_tokens; a local model named like the o-series is not one.
         ("llama3.1:8b", LOCAL, "auto", "auto", {"max_tokens": 300, "parallel_tool_calls": False}),
         ("o3-mini", LOCAL, "auto", "auto", {"max_tokens": 300, "parallel_tool_calls": False}),
-        ("openai/gpt-oss-20b", "http://vllm.internal:8000/v1", "auto", "auto", {"max_tokens": 300, "parallel_tool_calls": False}),
+        (
+            "openai/gpt-oss-20b",
+            "http://vllm.internal:8000/v1",
+            "auto",
+            "auto",
+            {"max_tokens": 300, "parallel_tool_calls": False},
+        ),
         # Set outright, the settings win.
         ("gpt-4o", OPENAI_API, "max_tokens", "omit", {"max_tokens": 300}),
         ("o3", OPENAI_API, "auto", "false", {"max_completion_tokens": 300, "parallel_tool_calls": False}),
@@ -197,14 +212,18 @@ def test_malformed_replies_are_validation_errors_and_the_loop_goes_on(fake, tick
     assert outcomes[:4] == ["malformed", "invalid_draft", "malformed", "malformed"]
 
 
-@pytest.mark.parametrize("finish_reason, reason", [
-    ("length", "the reply was cut off at the output cap (400 tokens) before it was complete"),
-    ("content_filter", "the provider's content filter withheld the reply (finish reason: content_filter)"),
-])
+@pytest.mark.parametrize(
+    "finish_reason, reason",
+    [
+        ("length", "the reply was cut off at the output cap (400 tokens) before it was complete"),
+        ("content_filter", "the provider's content filter withheld the reply (finish reason: content_filter)"),
+    ],
+)
 def test_a_reply_the_endpoint_stopped_early_is_not_used_whatever_it_holds(fake, ticket_t1001, finish_reason, reason):
     # A call cut off can still parse ({"job_id": "J-4"} is an object): a reply stopped early is never used.
-    fake.script(OPENAI.reply(J42, usage=(700, 400), finish_reason=finish_reason), OPENAI.reply(J42),
-                OPENAI.reply(DRAFT_E1))
+    fake.script(
+        OPENAI.reply(J42, usage=(700, 400), finish_reason=finish_reason), OPENAI.reply(J42), OPENAI.reply(DRAFT_E1)
+    )
 
     report = investigate(ticket_t1001)
 
@@ -319,8 +338,11 @@ def test_a_reply_without_usage_is_charged_its_bound(fake, ticket_t1001):
 
 def test_requests_stay_within_the_input_cap_with_very_long_evidence(fake, ticket_t1001):
     add_long_evidence(ticket_t1001, rows=12)
-    draft = ("submit_draft", {"summary": "Long logs [E1]; J-42 [E13].", "evidence": ["E1", "E13"],
-                              "open_questions": []}, "d")
+    draft = (
+        "submit_draft",
+        {"summary": "Long logs [E1]; J-42 [E13].", "evidence": ["E1", "E13"], "open_questions": []},
+        "d",
+    )
     fake.script(OPENAI.reply(J42, usage=(4000, 20)), OPENAI.reply(draft, usage=(4000, 40)))
 
     report = investigate(ticket_t1001, max_input_tokens=5000, max_output_tokens=300, max_tool_result_chars=100000)

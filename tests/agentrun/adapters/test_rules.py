@@ -1,4 +1,5 @@
 """The default rules model investigates T-1001 end to end (issue 2, the README's demo)."""
+
 from __future__ import annotations
 
 import json
@@ -71,7 +72,6 @@ def test_a_second_investigation_reuses_the_tickets_evidence(ticket_t1001):
     assert second["status"] == "COMPLETED"
     assert Evidence.objects.filter(ticket=ticket_t1001).count() == 2
     assert Run.objects.filter(ticket=ticket_t1001).count() == 2
-
 
 
 def make_ticket(ref, subject, body):
@@ -157,7 +157,11 @@ def test_every_call_the_rules_propose_is_a_valid_call_of_the_table():
         call = normalize_call(Call(decision["call"]["tool"], decision["call"]["args"]))
         assert isinstance(call, NormalizedCall), call
         proposed.append(call.tool)
-        ctx = Context(ctx.ticket_ref, ctx.subject, ctx.body, True,
-                      attempts=(*ctx.attempts, AttemptItem(call.tool, call.args, "error")))
+        ctx = Context(
+            ctx.ticket_ref,
+            ctx.subject,
+            ctx.body,
+            True,
+            attempts=(*ctx.attempts, AttemptItem(call.tool, call.args, "error")),
+        )
     assert proposed == ["read_job_status", "search_docs", "read_service_status", "read_service_status"]
-

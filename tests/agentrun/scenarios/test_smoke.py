@@ -1,4 +1,5 @@
 """A few whole runs through `run_scenario`'s path, one per kind of ending."""
+
 from engine.models import ReviewPacket, Run
 
 J42 = {"call": {"tool": "read_job_status", "args": {"job_id": "J-42"}}}

@@ -31,8 +31,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("paths", nargs="+", metavar="PATH", help="a folder or a file")
-        parser.add_argument("--prune", action="store_true",
-                            help="retire the documents imported from files under PATH that are gone")
+        parser.add_argument(
+            "--prune", action="store_true", help="retire the documents imported from files under PATH that are gone"
+        )
         parser.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
 
     def handle(self, *args, paths, prune, dry_run, **options):

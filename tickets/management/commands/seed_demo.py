@@ -4,7 +4,9 @@ from tickets.demo import seed_demo
 
 
 class Command(BaseCommand):
-    help = "Load the demo data set (accounts, sessions, jobs, documents, services, tickets T-1001 to T-1007). Idempotent."
+    help = (
+        "Load the demo data set (accounts, sessions, jobs, documents, services, tickets T-1001 to T-1007). Idempotent."
+    )
 
     def handle(self, *args, **options):
         seed_demo()
