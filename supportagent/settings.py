@@ -138,6 +138,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "supportagent.ops.OpsMiddleware",  # /healthz, /readyz, /metrics: before the host check and the HTTPS redirect
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",  # static files from the web process itself, before any session work
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -235,7 +236,21 @@ TIME_ZONE = env_time_zone("DJANGO_TIME_ZONE")  # the staff pages' zone for those
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+# `manage.py collectstatic` copies the admin's and ninja's files here; WhiteNoise serves them from the web process
+# (gunicorn) with DEBUG off, so no other server is needed for them.
+STATIC_ROOT = Path(env_str("DJANGO_STATIC_ROOT") or VAR_DIR / "static")
+# With DEBUG off, collectstatic also writes compressed copies and names each file after its content (admin/css/
+# base.css becomes base.<hash>.css), so browsers may cache them for ever and a deploy never serves a stale one.
+# A page rendered before collectstatic ran is an error then: collectstatic is a deploy step (docs/production/
+# deployment.md). Development and the tests keep Django's plain storage, which needs no collectstatic.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
 
 # Celery: inline (eager) unless a broker is configured.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL")
