@@ -85,7 +85,7 @@ def test_the_admin_login_from_gunicorn_has_its_stylesheet_applied(page, gunicorn
     page.on("response", lambda r: static_answers.append((r.url, r.status)) if "/static/" in r.url else None)
     response = page.goto(f"{gunicorn_url}/admin/login/")
     assert response.status == 200
-    shot("60-admin-login-gunicorn")
+    shot("70-admin-login-gunicorn")
     # Set only by admin/css/base.css: the header is a flex row and the page's colours are its custom properties.
     assert page.evaluate("getComputedStyle(document.querySelector('#header')).display") == "flex"
     primary = page.evaluate("getComputedStyle(document.documentElement).getPropertyValue('--primary').trim()")
