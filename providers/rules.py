@@ -1,7 +1,7 @@
 """A deterministic rule-based investigator. It is rules, not a language model.
 
 It reads the ticket and the evidence it is shown, one decision a turn:
-1. look up every job the ticket mentions (J-<digits>);
+1. look up every job the ticket mentions (ids of AGENT_JOB_ID_PATTERN's shape, J-<digits> by default);
 2. search the documentation for every error code seen (in the ticket or a job);
 3. check the service the ticket names, unless a documented error code already
    explains a failed job;
@@ -24,7 +24,6 @@ from tools import read_job_status, read_service_status, search_docs
 JOBS, DOCS, SERVICES = read_job_status.TOOL.name, search_docs.TOOL.name, read_service_status.TOOL.name
 RULE_TOOLS = (JOBS, DOCS, SERVICES)
 
-JOB_ID = re.compile(r"\bJ-[0-9]{1,12}\b", re.IGNORECASE)
 ERROR_CODE = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+){1,}\b")
 SERVICE_WORDS = {
     "export": ("export", "csv"),
@@ -83,7 +82,7 @@ class Investigation:
         return [name for name, words in SERVICE_WORDS.items() if any(w in lowered for w in words)]
 
     def job_ids(self) -> list[str]:
-        return list(dict.fromkeys(m.upper() for m in JOB_ID.findall(self.text)))
+        return read_job_status.job_ids_in(self.text)
 
     def next_decision(self) -> dict[str, Any]:
         # Job lookups need a verified session; without one they are left as open questions.

@@ -66,9 +66,14 @@ class ToolDef:
     parameters: dict[str, Any]  # JSON schema of the arguments
 
 
-@functools.cache
 def tool_definitions() -> tuple[ToolDef, ...]:
     """The lookups of the dispatch table, then the two decisions; nothing else."""
+    return _tool_definitions(settings.AGENT_JOB_ID_PATTERN)
+
+
+@functools.cache
+def _tool_definitions(job_id_pattern: str) -> tuple[ToolDef, ...]:
+    """Built once for each configured shape of what the schemas offer (the job id pattern)."""
     lookups = [ToolDef(name, tool.description, _parameters(tool.args)) for name, tool in TOOLS.items()]
     decisions = [ToolDef(name, text, _parameters(schema)) for name, (schema, text) in DECISION_TOOLS.items()]
     return tuple(lookups + decisions)

@@ -8,6 +8,7 @@ investigations inline. `DATABASE_URL` (PostgreSQL) and `CELERY_BROKER_URL`
 import ipaddress
 import math
 import os
+import re
 import zoneinfo
 from datetime import timedelta
 from pathlib import Path
@@ -438,6 +439,23 @@ AGENT_JOB_STATUS_URL = (
     if AGENT_JOB_STATUS_BACKEND == "http"
     else env_str("AGENT_JOB_STATUS_URL")
 )
+
+
+def env_id_pattern(name: str, default: str) -> str:
+    """A regular expression a whole id must match (re.fullmatch, ASCII); refused if it does not compile or
+    matches the empty string (then every word would be a job id)."""
+    raw = env_str(name) or default
+    try:
+        compiled = re.compile(raw, re.ASCII)
+    except re.error as exc:
+        raise ImproperlyConfigured(f"{name} must be a regular expression, got {raw!r}: {exc}") from None
+    if compiled.fullmatch(""):
+        raise ImproperlyConfigured(f"{name} must not match an empty id, got {raw!r}")
+    return raw
+
+
+# The operator's job ids: the demo's J-<digits> unless set (docs/production/settings.md has examples).
+AGENT_JOB_ID_PATTERN = env_id_pattern("AGENT_JOB_ID_PATTERN", r"J-[0-9]{1,12}")
 # (name, value), or None. A secret: never logged; Django's error pages hide settings named *AUTH*.
 AGENT_JOB_STATUS_AUTH_HEADER = env_header("AGENT_JOB_STATUS_AUTH_HEADER")
 AGENT_SERVICE_STATUS_URL = (

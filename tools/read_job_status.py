@@ -1,6 +1,8 @@
 """read_job_status: one of the customer's jobs, from our own Job table or the operator's job service.
 
-AGENT_JOB_STATUS_BACKEND chooses the backend at each call. Only a verified session may look up a
+AGENT_JOB_ID_PATTERN is the shape of the operator's job ids (a regular expression a whole id matches):
+the argument's schema, the description a model is offered and the rule-based investigator's reading
+of ticket text all follow it. AGENT_JOB_STATUS_BACKEND chooses the backend at each call. Only a verified session may look up a
 job, and only its own account's. With the database backend the policy knows both before dispatch,
 and whether the job is sensitive (then the call waits for a supervisor). With the http backend the
 policy needs a verified session (no request is sent otherwise); the service is asked
@@ -13,14 +15,16 @@ approved.
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import quote
 
 from django.conf import settings
-from pydantic import AwareDatetime, Field, StrictBool, StringConstraints
+from pydantic import AwareDatetime, Field, StrictBool, field_validator
 
 from kit.sources import cut_excerpt
 from tickets.models import CustomerSession
@@ -45,14 +49,58 @@ FAILED_JOB = "failed"
 log = logging.getLogger("agentrun")
 
 
+MAX_JOB_ID_LENGTH = 200
+
+
+# --- the operator's job ids ----------------------------------------------------------------------
+
+
+def job_id_pattern() -> re.Pattern[str]:
+    """AGENT_JOB_ID_PATTERN, compiled (ASCII: `\\d` is 0-9 only), read at each call so tests may change it."""
+    return _compiled(settings.AGENT_JOB_ID_PATTERN)
+
+
+@functools.cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.ASCII)
+
+
+def canonical_job_id(value: str) -> str:
+    """The id as written when the pattern takes it, else in the one case it takes (`j-42` is J-42, an
+    upper-case UUID its lower case); else as written, for validation to refuse."""
+    pattern = job_id_pattern()
+    return next((c for c in (value, value.upper(), value.lower()) if pattern.fullmatch(c)), value)
+
+
+def job_ids_in(text: str) -> list[str]:
+    """The job ids a text names, each once, in order, canonical: what the rule-based investigator looks up.
+    An id stands alone (no letter or digit right before or after it); case does not matter."""
+    finder = re.compile(rf"(?<!\w)(?:{settings.AGENT_JOB_ID_PATTERN})(?!\w)", re.ASCII | re.IGNORECASE)
+    found = (canonical_job_id(m.group(0)) for m in finder.finditer(text))
+    return list(dict.fromkeys(i for i in found if job_id_pattern().fullmatch(i)))
+
+
+def _job_id_schema(schema: dict[str, Any]) -> None:
+    """The argument's JSON schema as a model is offered it, from the pattern configured now."""
+    schema["pattern"] = f"^(?:{settings.AGENT_JOB_ID_PATTERN})$"
+    schema["description"] = f"The job id: the whole id matches the regular expression {settings.AGENT_JOB_ID_PATTERN}."
+
+
 class ReadJobStatusArgs(ToolArgs):
     """Read the status of one of the customer's jobs."""
 
-    case_rules = {"job_id": str.upper}
+    case_rules = {"job_id": canonical_job_id}
 
-    job_id: Annotated[str, StringConstraints(pattern=r"^J-[0-9]{1,12}$")] = Field(
-        description="The job id, J- followed by 1-12 digits."
+    job_id: str = Field(
+        min_length=1, max_length=MAX_JOB_ID_LENGTH, description="The job id.", json_schema_extra=_job_id_schema
     )
+
+    @field_validator("job_id")
+    @classmethod
+    def _operator_shape(cls, value: str) -> str:
+        if not job_id_pattern().fullmatch(value):
+            raise ValueError(f"a job id matches the regular expression {settings.AGENT_JOB_ID_PATTERN}")
+        return value
 
 
 @dataclass(frozen=True)
