@@ -293,17 +293,28 @@ def code_from_filename(name: str, limit: int | None = CODE_MAX) -> str:
 def code_from_path(relative: str) -> str:
     """The code of the file at `relative` under the folder imported: its folders and its stem, joined by `_`.
 
-    `Release notes/Mobile/v1.1.1.md` -> `RELEASE-NOTES_MOBILE_V1-1-1`. A code
-    longer than a code may be keeps its start and ends with a digest of the
-    whole path, so it stays the same from one import to the next.
+    `Release notes/Mobile/v1.1.1.md` -> `RELEASE-NOTES_MOBILE_V1-1-1`. Letters
+    with no ASCII form (`更新 Obsidian.md`, `مساعدة.md`) would leave too little
+    to tell pages apart, so such a path's code ends with a digest of the whole
+    path; so does a code longer than a code may be (its start kept). Either
+    way it stays the same from one import to the next.
     """
     path = PurePosixPath(relative.replace("\\", "/"))
-    pieces = [_code_piece(folder) for folder in path.parent.parts if folder not in ("", ".", "/")]
-    code = "_".join([piece for piece in pieces if piece] + [code_from_filename(path.name, limit=None)])
+    names = [folder for folder in path.parent.parts if folder not in ("", ".", "/")] + [path.stem]
+    code = "_".join(piece for piece in map(_code_piece, names) if piece)
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:10].upper()
+    if any(_loses_letters(name) for name in names):
+        code = f"{code}-{digest}" if code else digest
+    elif not _code_piece(path.stem):
+        raise DocumentFileError("the file name has no letters or digits for a code; set 'code' in the front matter")
     if len(code) <= CODE_MAX:
         return code
-    digest = hashlib.sha256(str(path).encode()).hexdigest()[:10].upper()
     return code[: CODE_MAX - len(digest) - 1].rstrip("-_") + "-" + digest
+
+
+def _loses_letters(name: str) -> bool:
+    """Whether `name` has letters or digits that have no ASCII form (Chinese, Arabic, Cyrillic…)."""
+    return any(char.isalnum() and not _code_piece(char) for char in name)
 
 
 def _code_piece(name: str) -> str:

@@ -76,6 +76,21 @@ def test_the_codes_are_the_same_from_one_import_to_the_next_and_long_paths_fit()
 
 
 @pytest.mark.parametrize(
+    "one,other",
+    [
+        ("zh-TW/開始使用/更新 Obsidian.md", "zh-TW/團隊/Obsidian 團隊版.md"),
+        ("ar/مساعدة.md", "ar/دعم.md"),
+        ("ru/Синхронизация/Sync.md", "ru/Публикация/Sync.md"),
+    ],
+)
+def test_paths_in_other_scripts_get_codes_of_their_own(one, other):
+    assert code_from_path(one) != code_from_path(other)
+    assert code_from_path(one) == code_from_path(one)
+    assert code_from_path("ar/مساعدة.md").startswith("AR-")  # the digest follows what ASCII there is
+    assert code_from_path("Café/Über.md") == "CAFE_UBER"  # accents have an ASCII form: no digest
+
+
+@pytest.mark.parametrize(
     "name,text,reason",
     [
         ("a.md", "---\ndraft: true\n---\ntext", "a draft (draft: true)"),
