@@ -2,22 +2,26 @@
 
 Every file is read and checked first; a file that cannot be a document, and
 every file sharing its code with another, fails with its reason and the rest
-go on. Each document's write is `document_publish` on its own. `prune` then
-retires the documents this import manages (see `docs_to_prune`) whose file is
-gone.
+go on. A file that asks not to be published (a draft, hidden) or has nothing
+to read (a redirect stub, an empty page) is skipped and counted: not a
+failure. Only regular files inside the folder given are read: a symbolic link
+leading out of it, a FIFO or a device is refused and named, never opened, so
+an outside file can never become a public document. Each document's write is
+`document_publish` on its own. `prune` then retires the documents this import
+manages (see `docs_to_prune`) whose file is gone.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from django.db import DatabaseError
 
-from tickets.docfiles import DocumentFileError, document_from_file, is_document_file
+from tickets.docfiles import MAX_FILE_BYTES, DocumentFileError, DocumentSkipped, document_from_file, is_document_file
 from tickets.documents import Change, DocumentIn, publish_change
 from tickets.models import Document
 from tickets.selectors import document_current, documents_imported_from, documents_imported_under
@@ -32,6 +36,8 @@ Progress = Callable[[int, int, str], None]  # (done, total, the file just done)
 class DocFile:
     shown: str  # the path as the person named it, for messages
     origin: str  # the absolute path, kept on the document
+    relative: str = ""  # the path under the folder given (the file's name when named itself): its code and URL
+    root: str = ""  # the folder given (the file's own folder when named itself), resolved: nothing is read outside
 
 
 @dataclass(frozen=True)
@@ -45,35 +51,75 @@ class ImportReport:
     done: dict[Change, list[str]] = field(default_factory=lambda: {change: [] for change in Change})
     pruned: list[str] = field(default_factory=list)
     failed: list[Failure] = field(default_factory=list)
+    skipped: list[Failure] = field(default_factory=list)  # not failures: drafts, hidden pages, redirect stubs
 
     def summary(self) -> str:
         counts = [f"{change.value} {len(codes)}" for change, codes in self.done.items()]
-        return ", ".join([*counts, f"pruned {len(self.pruned)}", f"failed {len(self.failed)}"])
+        tail = [f"skipped {len(self.skipped)}", f"pruned {len(self.pruned)}", f"failed {len(self.failed)}"]
+        return ", ".join([*counts, *tail])
 
 
-def docs_find(paths: list[str]) -> list[DocFile]:
-    """The document files at `paths` (files, or folders walked recursively, hidden entries skipped), sorted."""
-    found = []
+def docs_find(paths: list[str]) -> tuple[list[DocFile], list[Failure]]:
+    """The document files at `paths` (files, or folders walked recursively, hidden entries skipped), sorted,
+    and those refused: links leading out of their folder, anything not a regular file."""
+    found: list[DocFile] = []
+    refused: list[Failure] = []
     for given in paths:
-        if os.path.isfile(given):
-            found.append(DocFile(given, os.path.abspath(given)))
+        if not os.path.isdir(given):
+            root = os.path.realpath(os.path.dirname(os.path.abspath(given)))
+            _file_found(DocFile(given, os.path.abspath(given), os.path.basename(given), root), found, refused)
             continue
-        for folder, subfolders, names in os.walk(given):
+        root = os.path.realpath(given)
+        for folder, subfolders, names in os.walk(given):  # links to folders are listed, never followed
             subfolders[:] = sorted(d for d in subfolders if not d.startswith("."))
-            found.extend(
-                DocFile(os.path.join(folder, name), os.path.abspath(os.path.join(folder, name)))
-                for name in sorted(names)
-                if is_document_file(name) and not name.startswith(".")
-            )
-    return list({f.origin: f for f in found}.values())  # a file named twice is imported once
+            for name in subfolders:
+                _folder_link_check(os.path.join(folder, name), root, refused)
+            for name in sorted(n for n in names if is_document_file(n) and not n.startswith(".")):
+                path = os.path.join(folder, name)
+                _file_found(DocFile(path, os.path.abspath(path), os.path.relpath(path, given), root), found, refused)
+    unique = list({f.origin: f for f in found}.values())  # a file named twice is imported once
+    return unique, refused
 
 
-def docs_read(files: list[DocFile]) -> tuple[list[tuple[DocFile, DocumentIn]], list[Failure]]:
-    """Each file's document, or its failure; files sharing a code all fail (no file wins by its name)."""
-    read, failed = [], []
+def _file_found(doc_file: DocFile, found: list[DocFile], refused: list[Failure]) -> None:
+    reason = _refusal(doc_file)
+    if reason:
+        refused.append(Failure(doc_file, reason))
+    else:
+        found.append(doc_file)
+
+
+def _refusal(doc_file: DocFile) -> str | None:
+    """Why the file is not read (None when it is a regular file inside its folder); nothing here opens it."""
+    real = os.path.realpath(doc_file.origin)
+    if os.path.islink(doc_file.origin) and os.path.commonpath([real, doc_file.root]) != doc_file.root:
+        return f"refused: a symbolic link to {real}, outside {doc_file.root}"
+    try:
+        mode = os.stat(real).st_mode
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror}"
+    return None if stat.S_ISREG(mode) else "refused: not a regular file (a FIFO, a socket or a device)"
+
+
+def _folder_link_check(path: str, root: str, refused: list[Failure]) -> None:
+    """A link to a folder is not followed; one leading out of the folder given is named, as a refusal."""
+    real = os.path.realpath(path)
+    if os.path.islink(path) and os.path.commonpath([real, root]) != root:
+        refused.append(
+            Failure(DocFile(path, os.path.abspath(path)), f"refused: a symbolic link to {real}, outside {root}")
+        )
+
+
+def docs_read(
+    files: list[DocFile], base_url: str = ""
+) -> tuple[list[tuple[DocFile, DocumentIn]], list[Failure], list[Failure]]:
+    """Each file's document, its failure or why it is skipped; files sharing a code all fail (no file wins by its name)."""
+    read, failed, skipped = [], [], []
     for doc_file in files:
         try:
-            read.append((doc_file, _read(doc_file)))
+            read.append((doc_file, _read(doc_file, base_url)))
+        except DocumentSkipped as exc:
+            skipped.append(Failure(doc_file, str(exc)))
         except DocumentFileError as exc:
             failed.append(Failure(doc_file, str(exc)))
     by_code = Counter(doc.code for _, doc in read)
@@ -81,25 +127,43 @@ def docs_read(files: list[DocFile]) -> tuple[list[tuple[DocFile, DocumentIn]], l
         if by_code[doc.code] > 1:
             others = [f.shown for f, d in read if d.code == doc.code and f is not doc_file]
             failed.append(Failure(doc_file, f"the code {doc.code} is also the code of {', '.join(others)}"))
-    return [(f, d) for f, d in read if by_code[d.code] == 1], failed
+    return [(f, d) for f, d in read if by_code[d.code] == 1], failed, skipped
 
 
-def _read(doc_file: DocFile) -> DocumentIn:
+def _read(doc_file: DocFile, base_url: str) -> DocumentIn:
     if len(doc_file.origin) > ORIGIN_MAX:
         raise DocumentFileError(f"the path is longer than {ORIGIN_MAX} characters")
+    data = _file_bytes(os.path.realpath(doc_file.origin))
+    return document_from_file(doc_file.origin, data, relative=doc_file.relative or None, base_url=base_url)
+
+
+def _file_bytes(path: str) -> bytes:
+    """The file's bytes, opened without blocking and checked again once open (it may have changed since found)."""
     try:
-        data = Path(doc_file.origin).read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError as exc:
         raise DocumentFileError(f"cannot be read: {exc.strerror}") from None
-    return document_from_file(doc_file.origin, data)
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            raise DocumentFileError("refused: not a regular file (a FIFO, a socket or a device)")
+        return file.read(MAX_FILE_BYTES + 1)
 
 
 def docs_import(
-    *, paths: list[str], prune: bool = False, dry_run: bool = False, progress: Progress | None = None
+    *,
+    paths: list[str],
+    prune: bool = False,
+    dry_run: bool = False,
+    base_url: str = "",
+    progress: Progress | None = None,
 ) -> ImportReport:
-    """Import the document files at `paths`; with `dry_run`, say what would change and write nothing."""
-    documents, failed = docs_read(docs_find(paths))
-    report = ImportReport(failed=failed)
+    """Import the document files at `paths`; with `dry_run`, say what would change and write nothing.
+
+    `base_url` plus a file's path under its folder (or its `permalink`) is its public address.
+    """
+    files, refused = docs_find(paths)
+    documents, failed, skipped = docs_read(files, base_url)
+    report = ImportReport(failed=refused + failed, skipped=skipped)
     for done, (doc_file, doc) in enumerate(documents, start=1):
         _import_one(report, doc_file, doc, dry_run)
         if progress:
@@ -118,7 +182,13 @@ def _import_one(report: ImportReport, doc_file: DocFile, doc: DocumentIn, dry_ru
         return
     try:
         outcome = document_publish(
-            code=doc.code, title=doc.title, body=doc.body, public=doc.public, origin=doc_file.origin
+            code=doc.code,
+            title=doc.title,
+            body=doc.body,
+            public=doc.public,
+            origin=doc_file.origin,
+            url=doc.url,
+            metadata=doc.metadata,
         )
     except DatabaseError as exc:  # this file's transaction rolled back; the next file has its own
         report.failed.append(Failure(doc_file, f"the database refused it: {str(exc).splitlines()[0]}"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -17,6 +18,7 @@ from tickets.models import Document
 CODE_MAX = Document._meta.get_field("code").max_length
 CODE_PATTERN = r"^[A-Z0-9][A-Z0-9_-]*$"  # like DOC-EXPORT-7: capitals, digits, '-' and '_'
 TITLE_MAX = Document._meta.get_field("title").max_length
+URL_MAX = Document._meta.get_field("url").max_length
 BODY_MAX = 60_000  # characters; a request to the API is at most 64 KiB anyway
 
 
@@ -55,7 +57,11 @@ class DocumentText(BaseModel):
 
 
 class DocumentIn(DocumentText):
+    """A whole document: its text, its code, and where it lives (its public address, its file's other metadata)."""
+
     code: str = Field(min_length=1, max_length=CODE_MAX, pattern=CODE_PATTERN)
+    url: str = Field(default="", max_length=URL_MAX)
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class Change(StrEnum):

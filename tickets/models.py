@@ -122,6 +122,17 @@ class Document(models.Model):
         help_text="The file it was last imported from (absolute path); blank when written otherwise. "
         "`import_docs --prune` retires only documents whose file is gone from the folder it imports.",
     )
+    url = models.CharField(
+        max_length=1000,
+        blank=True,
+        default="",
+        help_text="Where staff and customers read it (a file's `permalink`, or `import_docs --base-url` plus its path).",
+    )
+    metadata = models.JSONField(
+        blank=True,
+        default=dict,
+        help_text="The front matter `import_docs` does not act on (layout, tags, aliases, redirect_from…), kept as written.",
+    )
 
     def __str__(self) -> str:
         return self.code

@@ -232,7 +232,16 @@ class PublishOutcome:
         return self.change is not Change.UNCHANGED
 
 
-def document_publish(*, code: str, title: str, body: str, public: bool, origin: str = "") -> PublishOutcome:
+def document_publish(
+    *,
+    code: str,
+    title: str,
+    body: str,
+    public: bool,
+    origin: str = "",
+    url: str = "",
+    metadata: dict[str, Any] | None = None,
+) -> PublishOutcome:
     """Make `body` (with `title` and `public`) the current revision of document `code`, unless it already is.
 
     One transaction holding the document's row lock, so that two publishers of
@@ -240,16 +249,28 @@ def document_publish(*, code: str, title: str, body: str, public: bool, origin: 
     file the text came from (blank for the API): the last writer owns the
     document, which is what `import_docs --prune` goes by. Raises pydantic's
     ValidationError for a document that does not fit `DocumentIn`, writing nothing.
+    `url` and `metadata` describe the document, not its text: they change in
+    place (no new revision), and only when they differ, so a re-import of the
+    same files writes nothing.
     """
     incoming = DocumentIn(code=code, title=title, body=body, public=public)
     with transaction.atomic():
         document, created = Document.objects.select_for_update().get_or_create(
-            code=incoming.code, defaults={"title": incoming.title, "public": incoming.public, "origin": origin}
+            code=incoming.code,
+            defaults={
+                "title": incoming.title,
+                "public": incoming.public,
+                "origin": origin,
+                "url": url,
+                "metadata": metadata or {},
+            },
         )
         current = None if created else document.revisions.filter(is_current=True).first()
         known = None if created else Current(document.title, document.public, current.body if current else None)
         change = publish_change(known, incoming)
-        _document_set(document, title=incoming.title, public=incoming.public, origin=origin)
+        _document_set(
+            document, title=incoming.title, public=incoming.public, origin=origin, url=url, metadata=metadata or {}
+        )
         if change is Change.UNCHANGED:
             return PublishOutcome(document.code, change, current.label)
         return PublishOutcome(document.code, change, _revision_add(document, incoming.body).label)

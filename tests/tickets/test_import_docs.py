@@ -29,10 +29,8 @@ BROKEN = {
     "bad-utf8.txt": b"caf\xe9 latte",
     "unclosed.md": b"---\ntitle: Never closed\n\nbody text",
     "bad-yaml.md": b"---\ncode: [\n---\nbody text",
-    "empty.md": b"---\ntitle: Nothing here\n---\n\n   \n",
     "long-code.md": b"---\ncode: " + b"A" * 65 + b"\n---\nbody text",
     "wrong-type.md": b"---\npublic: 'yes'\n---\nbody text",
-    "unknown-key.md": b"---\nauthor: someone\n---\nbody text",
     "twin-a.md": b"---\ncode: TWIN\n---\nfirst twin",
     "sub/twin-b.txt": b"---\ncode: TWIN\n---\nsecond twin",
 }
@@ -40,10 +38,8 @@ REASONS = {
     "bad-utf8.txt": "not UTF-8 text (byte 0xe9 at offset 3)",
     "unclosed.md": "the front matter has no closing '---' line",
     "bad-yaml.md": "the front matter is not valid YAML",
-    "empty.md": "the body is empty",
     "long-code.md": "the code is longer than 64 characters",
     "wrong-type.md": "front matter: public: Input should be a valid boolean",
-    "unknown-key.md": "front matter: unknown key 'author' (the keys are code, title, public)",
     "twin-a.md": "the code TWIN is also the code of",
     "sub/twin-b.txt": "the code TWIN is also the code of",
 }
@@ -95,14 +91,14 @@ def kb(tmp_path, demo) -> Path:
 def test_a_folder_imports_markdown_html_and_text(kb):
     out, err, status = import_docs(str(kb))
     assert status == 0 and err == ""
-    assert out.strip() == "added 4, revised 0, unchanged 0, pruned 0, failed 0"
+    assert out.strip() == "added 4, revised 0, unchanged 0, skipped 0, pruned 0, failed 0"
     docs = {d.code: d for d in Document.objects.exclude(origin="")}
-    assert set(docs) == {"CSV-EXPORT-PERMISSIONS", "BILLING-1", "SSO", "RATE-LIMITS"}
-    assert docs["CSV-EXPORT-PERMISSIONS"].title == "Exporting CSV as an editor"
-    assert current_text("CSV-EXPORT-PERMISSIONS") == "Only editors may run a zebrafish export."
+    assert set(docs) == {"GUIDES_CSV-EXPORT-PERMISSIONS", "BILLING-1", "SSO", "NOTES_RATE-LIMITS"}
+    assert docs["GUIDES_CSV-EXPORT-PERMISSIONS"].title == "Exporting CSV as an editor"
+    assert current_text("GUIDES_CSV-EXPORT-PERMISSIONS") == "Only editors may run a zebrafish export."
     assert (docs["BILLING-1"].title, docs["BILLING-1"].public) == ("Billing cycles", False)
     assert docs["SSO"].title == "Setting up SSO" and current_text("SSO") == "Use the okapi connector."
-    assert docs["RATE-LIMITS"].title == "Rate limits" and docs["RATE-LIMITS"].public
+    assert docs["NOTES_RATE-LIMITS"].title == "Rate limits" and docs["NOTES_RATE-LIMITS"].public
     assert docs["SSO"].origin == str(kb / "sso.html")
     assert all(r.label == "r1" for r in DocumentRevision.objects.filter(document__in=docs.values()))
 
@@ -110,8 +106,8 @@ def test_a_folder_imports_markdown_html_and_text(kb):
 @pytest.mark.parametrize("search", [found, found_portably])
 def test_search_finds_the_imported_text(kb, search):
     import_docs(str(kb))
-    assert search("zebrafish") == ["CSV-EXPORT-PERMISSIONS"]
-    assert search("okapi") == ["SSO"] and search("dingo") == ["RATE-LIMITS"]
+    assert search("zebrafish") == ["GUIDES_CSV-EXPORT-PERMISSIONS"]
+    assert search("okapi") == ["SSO"] and search("dingo") == ["NOTES_RATE-LIMITS"]
     assert search("kumquat") == []  # not public
     assert search("wombatscript") == []  # scripts are not text
     assert search("EXPORT_ROLE_REQUIRED")[0] == "DOC-EXPORT-7"  # the demo documents are still there
@@ -121,12 +117,12 @@ def test_bad_files_are_named_with_their_reason_and_the_rest_import(kb):
     write(kb, BROKEN)
     out, err, status = import_docs(str(kb))
     assert status == 1
-    assert out.strip() == "added 4, revised 0, unchanged 0, pruned 0, failed 9"
+    assert out.strip() == "added 4, revised 0, unchanged 0, skipped 0, pruned 0, failed 7"
     lines = [line for line in err.splitlines() if line.startswith(str(kb))]
-    assert len(lines) == 9
+    assert len(lines) == 7
     for name, reason in REASONS.items():
         assert any(line.startswith(f"{kb / name}: {reason}") for line in lines), (name, lines)
-    assert err.splitlines()[-1] == "9 file(s) failed"
+    assert err.splitlines()[-1] == "7 file(s) failed"
     assert not Document.objects.filter(code="TWIN").exists()
     assert Document.objects.exclude(origin="").count() == 4
 
@@ -146,7 +142,7 @@ def test_a_missing_path_is_refused(kb):
 
 def test_files_named_one_by_one(kb):
     out, err, status = import_docs(str(kb / "sso.html"), str(kb / "ignored.pdf"), str(kb / "sso.html"))
-    assert status == 1 and out.strip() == "added 1, revised 0, unchanged 0, pruned 0, failed 1"
+    assert status == 1 and out.strip() == "added 1, revised 0, unchanged 0, skipped 0, pruned 0, failed 1"
     assert err.startswith(f"{kb / 'ignored.pdf'}: not a document file")
 
 
@@ -158,18 +154,18 @@ def test_again_with_one_file_changed_makes_exactly_one_revision(kb):
     revisions = DocumentRevision.objects.count()
     write(kb, {"notes/rate-limits.txt": "The API now allows 900 capybara requests a minute.\n"})
     out, _, status = import_docs(str(kb))
-    assert status == 0 and out.strip() == "added 0, revised 1, unchanged 3, pruned 0, failed 0"
+    assert status == 0 and out.strip() == "added 0, revised 1, unchanged 3, skipped 0, pruned 0, failed 0"
     assert DocumentRevision.objects.count() == revisions + 1
-    current = DocumentRevision.objects.get(document__code="RATE-LIMITS", is_current=True)
+    current = DocumentRevision.objects.get(document__code="NOTES_RATE-LIMITS", is_current=True)
     assert current.label == "r2" and "capybara" in current.body
-    assert found("capybara") == ["RATE-LIMITS"] and found("dingo") == []
+    assert found("capybara") == ["NOTES_RATE-LIMITS"] and found("dingo") == []
 
 
 def test_a_changed_file_adds_a_revision_and_never_rewrites_a_published_one(kb):
     r1 = DocumentRevision.objects.get(document__code="DOC-RENAME-2", number=1)
     write(kb, {"rename.md": "---\ncode: DOC-RENAME-2\n---\n# Renaming a workspace\n\nOld links redirect for 7 days.\n"})
     out, _, status = import_docs(str(kb / "rename.md"))
-    assert status == 0 and out.strip() == "added 0, revised 1, unchanged 0, pruned 0, failed 0"
+    assert status == 0 and out.strip() == "added 0, revised 1, unchanged 0, skipped 0, pruned 0, failed 0"
     kept = DocumentRevision.objects.get(pk=r1.pk)
     assert (kept.number, kept.body, kept.is_current) == (1, r1.body, False)
     assert current_text("DOC-RENAME-2") == "Old links redirect for 7 days."
@@ -181,7 +177,7 @@ def test_a_new_title_or_visibility_is_a_new_revision(kb):
     write(kb, {"billing.md": GOOD["billing.md"].replace("public: false", "public: true")})
     write(kb, {"sso.html": GOOD["sso.html"].replace("Setting up SSO", "Configuring SSO")})
     out, _, _ = import_docs(str(kb))
-    assert out.strip() == "added 0, revised 2, unchanged 2, pruned 0, failed 0"
+    assert out.strip() == "added 0, revised 2, unchanged 2, skipped 0, pruned 0, failed 0"
     assert Document.objects.get(code="SSO").title == "Configuring SSO"
     assert found("configuring") == ["SSO"] and found("kumquat") == ["BILLING-1"]
 
@@ -192,7 +188,7 @@ def test_a_dry_run_writes_nothing(kb):
     (kb / "billing.md").unlink()
     before = list(DocumentRevision.objects.values_list("pk", "is_current"))
     out, _, _ = import_docs(str(kb), "--prune", "--dry-run")
-    assert out.strip() == "added 1, revised 1, unchanged 2, pruned 1, failed 0 (dry run: nothing written)"
+    assert out.strip() == "added 1, revised 1, unchanged 2, skipped 0, pruned 1, failed 0 (dry run: nothing written)"
     assert list(DocumentRevision.objects.values_list("pk", "is_current")) == before
     assert not Document.objects.filter(code="NEW-PAGE").exists()
 
@@ -204,24 +200,23 @@ def test_prune_retires_the_documents_whose_file_is_gone(kb):
     import_docs(str(kb))
     (kb / "notes/rate-limits.txt").unlink()
     out, _, _ = import_docs(str(kb))
-    assert "pruned 0" in out and current_text("RATE-LIMITS")  # not without --prune
+    assert "pruned 0" in out and current_text("NOTES_RATE-LIMITS")  # not without --prune
     out, _, status = import_docs(str(kb), "--prune", "-v", "2")
-    assert status == 0 and "pruned RATE-LIMITS" in out
-    assert out.splitlines()[-1] == "added 0, revised 0, unchanged 3, pruned 1, failed 0"
-    assert current_text("RATE-LIMITS") is None and found("dingo") == []
-    assert DocumentRevision.objects.filter(document__code="RATE-LIMITS").count() == 1  # kept, not current
+    assert status == 0 and "pruned NOTES_RATE-LIMITS" in out
+    assert out.splitlines()[-1] == "added 0, revised 0, unchanged 3, skipped 0, pruned 1, failed 0"
+    assert current_text("NOTES_RATE-LIMITS") is None and found("dingo") == []
+    assert DocumentRevision.objects.filter(document__code="NOTES_RATE-LIMITS").count() == 1  # kept, not current
     assert current_text("DOC-EXPORT-7")  # the demo documents have no file: never pruned
 
 
 def test_prune_on_a_subfolder_touches_only_that_subfolder(kb):
     import_docs(str(kb))
-    out, _, _ = import_docs(str(kb / "guides"), "--prune")
-    assert out.strip() == "added 0, revised 0, unchanged 1, pruned 0, failed 0"
     (kb / "guides/csv-export-permissions.md").unlink()
     out, _, _ = import_docs(str(kb / "guides"), "--prune")
-    assert out.strip() == "added 0, revised 0, unchanged 0, pruned 1, failed 0"
-    assert current_text("CSV-EXPORT-PERMISSIONS") is None
-    assert all(current_text(code) for code in ["BILLING-1", "SSO", "RATE-LIMITS", "DOC-EXPORT-7", "DOC-RENAME-2"])
+    assert out.strip() == "added 0, revised 0, unchanged 0, skipped 0, pruned 1, failed 0"
+    assert current_text("GUIDES_CSV-EXPORT-PERMISSIONS") is None
+    others = ["BILLING-1", "SSO", "NOTES_RATE-LIMITS", "DOC-EXPORT-7", "DOC-RENAME-2"]
+    assert all(current_text(code) for code in others)
 
 
 def test_prune_keeps_a_document_whose_file_now_fails(kb):
@@ -229,7 +224,7 @@ def test_prune_keeps_a_document_whose_file_now_fails(kb):
     write(kb, {"notes/rate-limits.txt": b"\xff broken"})
     out, _, status = import_docs(str(kb), "--prune")
     assert status == 1 and "pruned 0, failed 1" in out
-    assert "dingo" in current_text("RATE-LIMITS")
+    assert "dingo" in current_text("NOTES_RATE-LIMITS")
 
 
 def test_prune_leaves_a_document_the_api_took_over(kb):
@@ -278,12 +273,12 @@ class Terminal(io.StringIO):
 def test_a_terminal_gets_a_progress_bar_and_a_pipe_a_plain_line(kb):
     piped = io.StringIO()
     call_command("import_docs", str(kb), stdout=piped)
-    assert piped.getvalue() == "added 4, revised 0, unchanged 0, pruned 0, failed 0\n"
+    assert piped.getvalue() == "added 4, revised 0, unchanged 0, skipped 0, pruned 0, failed 0\n"
     terminal = Terminal()
     call_command("import_docs", str(kb), stdout=terminal)
     shown = terminal.getvalue()
     assert "\r[" + "#" * 30 + "] 4/4 rate-limits.txt" in shown and "] 1/4 " in shown
-    assert shown.endswith("\radded 0, revised 0, unchanged 4, pruned 0, failed 0\n")
+    assert shown.endswith("\radded 0, revised 0, unchanged 4, skipped 0, pruned 0, failed 0\n")
 
 
 # --- reading one file (no database) -----------------------------------------------------
@@ -309,14 +304,14 @@ def test_the_code_comes_from_the_file_name(name, code):
             "a.md",
             "intro\n\n```sh\n# not a title\n```\n# The title\ntext",
             "The title",
-            "intro\n\n```sh\n# not a title\n```\ntext",
+            "intro\n# not a title\ntext",
         ),
-        ("a.md", "## only a subheading\ntext", "A", "## only a subheading\ntext"),
+        ("a.md", "## only a subheading\ntext", "A", "only a subheading\ntext"),
         (
             "a.md",
             "---\ntitle: From front matter\n---\n# Heading stays\ntext",
             "From front matter",
-            "# Heading stays\ntext",
+            "Heading stays\ntext",
         ),
         (
             "b.html",
@@ -337,12 +332,11 @@ def test_titles_and_bodies(name, data, title, body):
     "name,data,reason",
     [
         ("%%.md", "text", "the file name has no letters or digits for a code"),
-        ("a.pdf", "text", "not a document file (the suffixes are .md, .markdown, .html, .htm, .txt)"),
+        ("a.pdf", "text", "not a document file (the suffixes are .md, .markdown, .mdx, .html, .htm, .txt)"),
         ("a.txt", "x" * (1024 * 1024 + 1), "the file is larger than 1048576 bytes"),
         ("a.md", "---\ncode: doc-x\n---\ntext", "the code 'doc-x' is not capitals"),
         ("a.md", "---\n- a list\n---\ntext", "the front matter is not a set of 'key: value' lines"),
         ("a.md", "---\ncode: 7\n---\ntext", "front matter: code: Input should be a valid string"),
-        ("a.md", "# Only a heading\n", "the body is empty"),
         ("a.txt", "nul \x00 inside", "the body contains a NUL character"),
         ("a.md", "---\ntitle: '" + "t" * 301 + "'\n---\ntext", "the title is longer than 300 characters"),
         ("a.txt", "x" * 60_001, "the body is longer than 60000 characters"),

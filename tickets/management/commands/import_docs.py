@@ -1,4 +1,5 @@
 import os
+from urllib.parse import urlsplit
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -24,8 +25,9 @@ class ProgressBar:
 
 class Command(BaseCommand):
     help = (
-        "Import Markdown (.md), HTML (.html, .htm) and text (.txt) files, folders searched recursively, "
+        "Import Markdown (.md, .mdx), HTML (.html, .htm) and text (.txt) files, folders searched recursively, "
         "into the knowledge base: a new revision only where the text, title or visibility changed. "
+        "Drafts, hidden pages, redirect stubs and empty pages are skipped and counted. "
         "Exits non-zero when any file failed."
     )
 
@@ -35,19 +37,28 @@ class Command(BaseCommand):
             "--prune", action="store_true", help="retire the documents imported from files under PATH that are gone"
         )
         parser.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
+        parser.add_argument(
+            "--base-url",
+            default="",
+            metavar="URL",
+            help="the help center's address: a document's public URL is URL plus its permalink, else its path",
+        )
 
-    def handle(self, *args, paths, prune, dry_run, **options):
+    def handle(self, *args, paths, prune, dry_run, base_url, **options):
         missing = [p for p in paths if not os.path.exists(p)]
         if missing:
             raise CommandError(f"no such file or folder: {', '.join(missing)}")
         progress = ProgressBar(self.stdout) if self.stdout.isatty() else None
-        report = docs_import(paths=paths, prune=prune, dry_run=dry_run, progress=progress)
+        if base_url and urlsplit(base_url).scheme not in ("http", "https"):
+            raise CommandError(f"--base-url is not an http(s) address: {base_url}")
+        report = docs_import(paths=paths, prune=prune, dry_run=dry_run, base_url=base_url, progress=progress)
         for failure in report.failed:
             self.stderr.write(f"{failure.file.shown}: {failure.reason}")
         if options["verbosity"] >= 2:
             for change, codes in report.done.items():
                 self.stdout.write("".join(f"{change.value} {code}\n" for code in codes), ending="")
             self.stdout.write("".join(f"pruned {code}\n" for code in report.pruned), ending="")
+            self.stdout.write("".join(f"skipped {s.file.shown}: {s.reason}\n" for s in report.skipped), ending="")
         self.stdout.write(report.summary() + (" (dry run: nothing written)" if dry_run else ""))
         if report.failed:
             raise CommandError(f"{len(report.failed)} file(s) failed", returncode=1)
