@@ -137,10 +137,11 @@ def watchdog_acted(action: str, times: int = 1) -> None:
 
 
 class QueueCollector(Collector):
-    """The queue and the approvals as the database has them at scrape time (two indexed reads)."""
+    """The queue, the approvals and the intake problems as the database has them at scrape time."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         from engine.selectors import queue_figures
+        from tickets.selectors import intake_problems_open
 
         figures = queue_figures()
         yield GaugeMetricFamily("supportagent_runs_queued", "Runs waiting for a worker.", value=figures.queued)
@@ -153,6 +154,11 @@ class QueueCollector(Collector):
             "supportagent_approvals_waiting",
             "Calls waiting for a supervisor's answer.",
             value=figures.approvals_waiting,
+        )
+        yield GaugeMetricFamily(
+            "supportagent_intake_problems_open",
+            "Help-desk requests intake refused that staff have not brought in yet.",
+            value=intake_problems_open(),
         )
 
 

@@ -57,6 +57,8 @@ ROLES: dict[str, list[str]] = {
         "agentrun.cancel_run",
         "agentrun.change_budget_defaults",
         "tickets.change_job",
+        "tickets.view_intakeproblem",
+        "tickets.change_intakeproblem",  # assign an account and bring the request in
         "agentrun.view_webhookdelivery",
         "agentrun.view_webhookattempt",
         "agentrun.view_evaluation",

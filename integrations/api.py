@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pydantic
@@ -17,8 +16,8 @@ from integrations.zendesk import SIGNATURE_HEADER, TIMESTAMP_HEADER, zendesk_ref
 from kit.apierrors import ERRORS, ErrorOut
 from kit.limits import body_size_check
 from kit.refused import Refused
-from tickets.intake import HelpDesk, TicketIn
-from tickets.services import Intake, IntakeError, ticket_intake
+from tickets.intake import BodyRefused, HelpDesk, TicketIn, body_json
+from tickets.services import Intake, IntakeError, intake_problem_record, ticket_intake
 
 router = Router(tags=["intake"])
 
@@ -34,17 +33,17 @@ class TicketOut(Schema):
     updated: list[str]
 
 
-def _reply(data: TicketIn, requested_by) -> Reply:
+def _reply(data: TicketIn, requested_by, *, source: str, body: bytes) -> Reply:
     try:
         result: Intake = ticket_intake(data=data, requested_by=requested_by)
     except IntakeError as exc:
-        raise Refused(exc.code, exc.message, exc.status) from None
+        raise _kept(Refused(exc.code, exc.message, exc.status), source=source, body=body) from None
     ticket = result.ticket
     out: dict[str, Any] = {
         "ref": ticket.ref,
         "source": ticket.source,
         "external_id": ticket.external_id,
-        "account": data.account,
+        "account": ticket.account.code,
         "session": data.session.ref,
         "subject": ticket.subject,
         "created": result.created,
@@ -60,7 +59,7 @@ def intake_ticket(request, payload: TicketIn):
     Integration users (`manage.py create_api_token NAME --integration`)."""
     require(request.auth, "tickets.add_ticket")
     require(request.auth, "tickets.change_ticket")
-    return _reply(payload, request.auth)
+    return _reply(payload, request.auth, source="api", body=request.body)
 
 
 # The body is read (and checked against the signature) in the view; the docs show its shape, POST /tickets's.
@@ -93,20 +92,35 @@ def intake_zendesk(request):
     )
     if refusal is not None:
         raise Refused("bad_signature", f"Not a signed Zendesk request: {refusal}.", 401)
-    data = _parse(request.body)
-    if data.source != HelpDesk.ZENDESK:
-        raise ValidationError([{"loc": ["body", "source"], "msg": "must be 'zendesk' on this endpoint"}])
-    return _reply(data, None)
+    try:
+        data = _parse(request.body)
+    except (Refused, ValidationError) as exc:
+        raise _kept(exc, source=HelpDesk.ZENDESK, body=request.body) from None
+    return _reply(data, None, source=HelpDesk.ZENDESK, body=request.body)
 
 
 def _parse(body: bytes) -> TicketIn:
-    """The body as a TicketIn: malformed JSON is a 400, a body that does not fit a 422 (as ninja's own)."""
+    """The body as a TicketIn: malformed JSON, a key twice or deep nesting is a 400, a body that does
+    not fit a 422 (as ninja's own)."""
     try:
-        raw = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise Refused("malformed_json", "The request body is not valid JSON.", 400) from None
+        raw = body_json(body)
+    except BodyRefused as exc:
+        raise Refused("malformed_json", str(exc), 400) from None
     try:
-        return TicketIn.model_validate(raw)
+        data = TicketIn.model_validate(raw)
     except pydantic.ValidationError as exc:
         errors = [{"loc": ["body", *e["loc"]], "msg": e["msg"]} for e in exc.errors()]
         raise ValidationError(errors) from None
+    if data.source != HelpDesk.ZENDESK:
+        raise ValidationError([{"loc": ["body", "source"], "msg": "must be 'zendesk' on this endpoint"}])
+    return data
+
+
+def _kept(exc: Refused | ValidationError, *, source: str, body: bytes) -> Exception:
+    """`exc`, once the refused request is in the intake problems list (its sender proved who it is)."""
+    if isinstance(exc, Refused):
+        code, reason = exc.code, exc.message
+    else:
+        code, reason = "invalid_input", "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors)
+    intake_problem_record(source=source, body=body, code=code, reason=reason)
+    return exc

@@ -416,6 +416,9 @@ AGENT_PACKET_WEBHOOK_BACKOFF_CAP_SECONDS = env_float("AGENT_PACKET_WEBHOOK_BACKO
 # accepts nothing.
 AGENT_AUTO_INVESTIGATE = env_bool("AGENT_AUTO_INVESTIGATE", False)
 INTAKE_ZENDESK_SECRET = env_str("INTAKE_ZENDESK_SECRET")
+# The account (its code) a ticket gets when neither its account code, its organization nor its
+# requester's e-mail domain names one; unset, such a ticket goes to the intake problems list.
+INTAKE_DEFAULT_ACCOUNT = env_str("INTAKE_DEFAULT_ACCOUNT")
 
 
 def env_header(name: str) -> tuple[str, str] | None:

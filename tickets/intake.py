@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import uuid
+from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.validators import validate_email
@@ -18,6 +20,7 @@ SOURCE = r"^[a-z0-9][a-z0-9-]{0,31}$"  # Ticket.source: a short slug
 EXTERNAL_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"  # Ticket.external_id
 SESSION_REF = r"^[\x21-\x7e]{1,64}$"  # CustomerSession.ref: printable ASCII, no spaces
 MAX_BODY_CHARS = 32_000
+MAX_NESTING = 5  # a ticket is two levels deep; a few more for fields a help desk admin adds
 
 
 class HelpDesk(TextChoices):
@@ -42,7 +45,7 @@ MAX_REF = 32  # Ticket.ref
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
 
 
 class SessionIn(_Strict):
@@ -66,19 +69,80 @@ class SessionIn(_Strict):
 
 
 class TicketIn(_Strict):
-    """`POST /api/tickets` and `POST /api/intake/zendesk`: a ticket as its help desk has it now."""
+    """`POST /api/tickets` and `POST /api/intake/zendesk`: a ticket as its help desk has it now.
+
+    Fields it does not know are kept (`model_extra`, then the ticket's `extra`), never a refusal:
+    a help desk admin adds fields to a trigger's body. A blank `account` or `organization` is none
+    (Zendesk's placeholders render empty).
+    """
+
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
 
     source: str = Field(..., pattern=SOURCE)
     external_id: str = Field(..., pattern=EXTERNAL_ID)
     subject: str = Field(..., min_length=1, max_length=300, pattern=NO_NUL)
-    body: str = Field(..., min_length=1, max_length=MAX_BODY_CHARS, pattern=NO_NUL)
-    account: str = Field(..., min_length=1, max_length=32, pattern=NO_NUL, description="The account's code.")
+    body: str = Field(..., min_length=1, pattern=NO_NUL, description=f"Over {MAX_BODY_CHARS} characters it is cut.")
+    account: str | None = Field(None, max_length=32, pattern=NO_NUL, description="The account's code.")
+    organization: str | None = Field(
+        None, max_length=64, pattern=NO_NUL, description="The requester's organization's external id."
+    )
     session: SessionIn
 
     @field_validator("subject")
     @classmethod
     def _subject(cls, value: str) -> str:
         return single_line_check(value, "subject")
+
+    @field_validator("body")
+    @classmethod
+    def _body(cls, value: str) -> str:
+        return body_cut(value)
+
+    @field_validator("account", "organization")
+    @classmethod
+    def _blank_is_none(cls, value: str | None) -> str | None:
+        return value.strip() or None if value is not None else None
+
+
+def body_cut(body: str) -> str:
+    """The body kept to MAX_BODY_CHARS, with a marker saying how much was cut (so nobody reads it as whole)."""
+    if len(body) <= MAX_BODY_CHARS:
+        return body
+    return f"{body[:MAX_BODY_CHARS]}\n\n[… {len(body) - MAX_BODY_CHARS:,} more characters cut at intake]"
+
+
+class BodyRefused(ValueError):
+    """A request body intake will not read: not JSON, a key twice, or nested too deep."""
+
+
+def body_json(body: bytes) -> Any:
+    """The body's JSON; BodyRefused when it is malformed, repeats a key in an object, or nests past MAX_NESTING."""
+    try:
+        value = json.loads(body, object_pairs_hook=_unique_keys)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise BodyRefused("The request body is not valid JSON.") from None
+    except RecursionError:
+        raise BodyRefused(f"The request body nests deeper than {MAX_NESTING} levels.") from None
+    if _depth(value) > MAX_NESTING:
+        raise BodyRefused(f"The request body nests deeper than {MAX_NESTING} levels.")
+    return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's keys, refused when one repeats: which of the two values counts is not ours to guess."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        twice = sorted({key for key, _ in pairs if sum(1 for k, _ in pairs if k == key) > 1})
+        raise BodyRefused(f"The request body repeats the key {twice[0]!r} in one object.")
+    return value
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        value = list(value.values())
+    elif not isinstance(value, list):
+        return 0
+    return 1 + max(map(_depth, value), default=0)
 
 
 def ref_candidates(*, source: str, external_id: str) -> list[str]:

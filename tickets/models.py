@@ -10,9 +10,26 @@ class Account(models.Model):
     code = models.CharField(max_length=32, unique=True)
     name = models.CharField(max_length=200)
     workspace = models.CharField(max_length=100, help_text="Current workspace name.")
+    # Lists of strings (JSON, so SQLite keeps them too); intake matches them (tickets.services.account_for_intake).
+    org_ids = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The help desk's organization external ids that are this account (comma-separated; any case).",
+    )
+    email_domains = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Requesters' e-mail domains that are this account (comma-separated), e.g. acme.example.",
+    )
 
     def __str__(self) -> str:
         return self.code
+
+    def save(self, *args, **kwargs) -> None:
+        """Ids and domains are kept lower-case: intake matches them whatever case the help desk sends."""
+        self.org_ids = [value.strip().lower() for value in self.org_ids if value.strip()]
+        self.email_domains = [value.strip().lower().lstrip("@") for value in self.email_domains if value.strip()]
+        super().save(*args, **kwargs)
 
 
 class WorkspaceRename(models.Model):
@@ -69,6 +86,9 @@ class Ticket(models.Model):
     evidence_count = models.PositiveIntegerField(
         default=0, help_text="Highest evidence number given on this ticket; bumped under the ticket's row lock."
     )
+    extra = models.JSONField(
+        default=dict, blank=True, help_text="Fields the help desk sent that intake does not read, kept as they came."
+    )
 
     class Meta:
         constraints = [
@@ -79,6 +99,31 @@ class Ticket(models.Model):
 
     def __str__(self) -> str:
         return self.ref
+
+
+class IntakeProblem(models.Model):
+    """A request intake refused after its signature or token was checked, kept whole for staff.
+
+    Staff give it an account and bring it in (the intake runs again on `body`
+    with that account); `ticket` is then the ticket it made or updated.
+    """
+
+    received_at = models.DateTimeField(auto_now_add=True)
+    source = models.CharField(max_length=32, help_text="The endpoint it came through (zendesk, api).")
+    body = models.TextField(help_text="The request body as it came.")
+    code = models.CharField(max_length=64, help_text="Why it was refused (the error code the sender got).")
+    reason = models.TextField()
+    account = models.ForeignKey(
+        Account, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", help_text="The account to use."
+    )
+    ticket = models.ForeignKey(Ticket, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-received_at"]
+
+    def __str__(self) -> str:
+        return f"{self.source} {self.code} at {self.received_at:%Y-%m-%d %H:%M}"
 
 
 class Evidence(models.Model):

@@ -13,7 +13,7 @@ from django.db import connection
 from django.db.models import F, Q
 
 from tickets.documents import Current
-from tickets.models import Account, CustomerSession, Document, DocumentRevision, Evidence, Job, Service
+from tickets.models import Account, CustomerSession, Document, DocumentRevision, Evidence, IntakeProblem, Job, Service
 
 
 class Forbidden(Exception):
@@ -198,3 +198,8 @@ def documents_imported_under(*, roots: list[str]) -> dict[str, str]:
 def documents_imported_from(*, origins: list[str]) -> set[str]:
     """The codes of the documents last imported from one of the files `origins` (absolute paths)."""
     return set(Document.objects.filter(origin__in=origins).exclude(origin="").values_list("code", flat=True))
+
+
+def intake_problems_open() -> int:
+    """Refused intake requests staff have not brought in yet (the intake problems list's "not yet")."""
+    return IntakeProblem.objects.filter(resolved_at__isnull=True).count()

@@ -14,8 +14,17 @@ from django.db.models.functions import Length
 from django.utils import timezone
 
 from tickets.documents import Change, Current, DocumentIn, publish_change
-from tickets.intake import SessionIn, TicketIn, ref_candidates
-from tickets.models import Account, CustomerSession, CustomerUser, Document, DocumentRevision, Evidence, Ticket
+from tickets.intake import SessionIn, TicketIn, body_json, ref_candidates
+from tickets.models import (
+    Account,
+    CustomerSession,
+    CustomerUser,
+    Document,
+    DocumentRevision,
+    Evidence,
+    IntakeProblem,
+    Ticket,
+)
 from tickets.signals import ticket_arrived
 
 
@@ -104,9 +113,7 @@ def ticket_intake(*, data: TicketIn, requested_by: User | None = None) -> Intake
 
 @transaction.atomic
 def _intake(data: TicketIn, requested_by: User | None) -> Intake:
-    account = Account.objects.filter(code=data.account).first()
-    if account is None:
-        raise IntakeError("unknown_account", f"There is no account {data.account!r}.", 422)
+    account = account_for_intake(data)
     session, updated = _session(data.session, account)
     ticket = Ticket.objects.select_for_update().filter(source=data.source, external_id=data.external_id).first()
     if ticket is None:
@@ -116,13 +123,10 @@ def _intake(data: TicketIn, requested_by: User | None) -> Intake:
         return Intake(ticket, True, updated)
     if ticket.account_id != account.pk:
         raise IntakeError("account_mismatch", f"Ticket {ticket.ref} belongs to another account.", 409)
-    changed = [
-        name
-        for name, value in (("subject", data.subject), ("body", data.body), ("session", session))
-        if getattr(ticket, name) != value
-    ]
+    wanted = {"subject": data.subject, "body": data.body, "session": session, "extra": data.model_extra or {}}
+    changed = [name for name, value in wanted.items() if getattr(ticket, name) != value]
     for name in changed:
-        setattr(ticket, name, session if name == "session" else getattr(data, name))
+        setattr(ticket, name, wanted[name])
     if changed:
         ticket.save(update_fields=changed)
     return Intake(ticket, False, (*updated, *changed))
@@ -171,7 +175,64 @@ def _ticket_create(data: TicketIn, account: Account, session: CustomerSession) -
         session=session,
         subject=data.subject,
         body=data.body,
+        extra=data.model_extra or {},
     )
+
+
+def account_for_intake(data: TicketIn) -> Account:
+    """The ticket's account, found in order: the code given; an account listing the organization's
+    external id; one listing the requester's e-mail domain; INTAKE_DEFAULT_ACCOUNT. A code given
+    that no account has is refused (never guessed past); no account at all is refused too."""
+    if data.account:
+        account = Account.objects.filter(code=data.account).first()
+        if account is None:
+            raise IntakeError("unknown_account", f"There is no account {data.account!r}.", 422)
+        return account
+    domain = data.session.email.rpartition("@")[2].lower() if data.session.email else ""
+    found = _account_listing(organization=(data.organization or "").lower(), domain=domain)
+    if found is None and settings.INTAKE_DEFAULT_ACCOUNT:
+        found = Account.objects.filter(code=settings.INTAKE_DEFAULT_ACCOUNT).first()
+    if found is not None:
+        return found
+    raise IntakeError(
+        "no_account", "No account fits: no account code, organization, e-mail domain or default account.", 422
+    )
+
+
+def _account_listing(*, organization: str, domain: str) -> Account | None:
+    """The account listing the organization id, else the first listing the e-mail domain (lower-case both).
+
+    One read of the accounts that list anything, matched here: the lists are JSON so that SQLite keeps
+    them too, and a help desk has accounts by the hundred, not the million.
+    """
+    listing = list(Account.objects.exclude(org_ids=[], email_domains=[]).order_by("pk"))
+    by_org = (a for a in listing if organization and organization in a.org_ids)
+    by_domain = (a for a in listing if domain and domain in a.email_domains)
+    return next(by_org, None) or next(by_domain, None)
+
+
+def intake_problem_record(*, source: str, body: bytes, code: str, reason: str) -> IntakeProblem:
+    """Keep a refused request whole, so staff see it and can bring it in (outside any refused transaction)."""
+    return IntakeProblem.objects.create(
+        source=source, body=body.decode("utf-8", "replace"), code=code, reason=reason[:2000]
+    )
+
+
+def intake_problem_bring_in(*, problem: IntakeProblem, requested_by: User | None) -> Intake:
+    """Run the intake again on the problem's body with its account set; the problem is resolved when it takes.
+
+    Raises IntakeError (or tickets.intake.BodyRefused, pydantic.ValidationError) when it still does not fit.
+    """
+    if problem.account is None:
+        raise IntakeError("no_account", "Choose the account first.", 422)
+    raw = body_json(problem.body.encode())
+    if not isinstance(raw, dict):
+        raise IntakeError("invalid_input", "The body is not a JSON object.", 422)
+    data = TicketIn.model_validate({**raw, "account": problem.account.code})
+    result = ticket_intake(data=data, requested_by=requested_by)
+    problem.ticket, problem.resolved_at = result.ticket, timezone.now()
+    problem.save(update_fields=["ticket", "resolved_at"])
+    return result
 
 
 STAFF_REF_PREFIX = "T-"  # tickets staff add in the admin: T-1001, T-1002, …

@@ -2,7 +2,8 @@
 
 `base` holds what the runs-side admins share; `runs` (runs and approvals), `packets` (the review
 queue, reviews, evidence re-checks), `evaluations`, `preferences` (API tokens, time zones, budget
-defaults) and `webhooks` register the engine's models, `tickets` the tickets side.
+defaults) and `webhooks` register the engine's models, `tickets` the tickets side, `intake` the
+intake problems list.
 """
 
 from django.contrib import admin
@@ -10,6 +11,7 @@ from django.contrib import admin
 from kit.adminkit import admin_site_harden
 from staff.admin import (  # noqa: F401  (registering is what importing them does)
     evaluations,
+    intake,
     packets,
     preferences,
     runs,

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
+
 import pydantic
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.postgres.forms import SimpleArrayField
 from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef, Subquery
 from django.http import HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.decorators import method_decorator
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_POST
 
 from engine.models import ReviewPacket, Run, RunRequest
@@ -97,7 +100,7 @@ class TicketAdmin(StaffSiteAdmin):
     list_select_related = ("account",)
     list_filter = ("account", LatestRunFilter, PendingPacketFilter)
     search_fields = ("ref", "subject", "body", "session__user__email")
-    readonly_fields = ("ref", "source", "external_id")
+    readonly_fields = ("ref", "source", "external_id", "extra_fields")
     actions = ["investigate_selected"]
     change_form_template = "admin/tickets/ticket/change_form.html"
 
@@ -141,10 +144,21 @@ class TicketAdmin(StaffSiteAdmin):
 
     def get_fields(self, request, obj=None):
         """A new ticket gets its ref on save (tickets.services.ticket_create); an existing one shows it."""
-        return TicketForm.Meta.fields if obj is None else ("ref", "source", "external_id", *TicketForm.Meta.fields)
+        if obj is None:
+            return TicketForm.Meta.fields
+        return ("ref", "source", "external_id", *TicketForm.Meta.fields, "extra_fields")
 
     def get_readonly_fields(self, request, obj=None):
         return () if obj is None else self.readonly_fields
+
+    @admin.display(description="fields intake did not read")
+    def extra_fields(self, ticket):
+        """What the help desk sent beyond a ticket's shape, name by name, so nothing it added goes unseen."""
+        if not ticket.extra:
+            return "none"
+        return format_html_join(
+            "\n", "<div><code>{}</code>: {}</div>", ((k, json.dumps(v)) for k, v in sorted(ticket.extra.items()))
+        )
 
     def save_model(self, request, obj, form, change):
         if change:
@@ -383,6 +397,23 @@ class ServiceAdmin(StaffSiteAdmin):
     inlines = [IncidentInline]
 
 
-admin.site.register(Account, StaffSiteAdmin, list_display=("code", "name", "workspace"))
+class AccountForm(forms.ModelForm):
+    """The intake lists as comma-separated text (stored lower-case: Account.save)."""
+
+    org_ids = SimpleArrayField(
+        forms.CharField(max_length=64), required=False, help_text=Account._meta.get_field("org_ids").help_text
+    )
+    email_domains = SimpleArrayField(
+        forms.CharField(max_length=253), required=False, help_text=Account._meta.get_field("email_domains").help_text
+    )
+
+    class Meta:
+        model = Account
+        fields = ("code", "name", "workspace", "org_ids", "email_domains")
+
+
+admin.site.register(
+    Account, StaffSiteAdmin, form=AccountForm, list_display=("code", "name", "workspace", "org_ids", "email_domains")
+)
 admin.site.register(CustomerUser, StaffSiteAdmin, list_display=("email", "account", "role"))
 admin.site.register(CustomerSession, StaffSiteAdmin, list_display=("ref", "account", "user", "verified"))
