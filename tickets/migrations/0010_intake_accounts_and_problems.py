@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("tickets", "0008_single_line_subject_and_titles"),
+        ("tickets", "0009_document_url_and_metadata"),
     ]
 
     operations = [
