@@ -106,7 +106,7 @@ def test_each_request_offers_exactly_the_tools_and_carries_the_output_cap(fake, 
         assert [m["role"] for m in body["messages"]] == ["system", "user"]
         assert body["messages"][0]["content"].startswith(SYSTEM_TEXT)
     job_tool = fake.received[0].body["tools"][1]["function"]
-    assert job_tool["parameters"]["properties"]["job_id"]["pattern"] == "^J-[0-9]{1,12}$"
+    assert job_tool["parameters"]["properties"]["job_id"]["pattern"] == "^(?:J-[0-9]{1,12})$"
     assert job_tool["parameters"]["additionalProperties"] is False
     # The job's record, a tool result, reaches the model as delimited data.
     second = fake.received[1].body["messages"][1]["content"]
