@@ -258,7 +258,7 @@ def guide_import(
     for done, (doc_file, doc) in enumerate(documents, start=1):
         _import_one(report, doc_file, doc, dry_run)
         if progress:
-            progress(done, len(documents), doc_file.shown)
+            progress(done, len(documents), doc.code)  # the code: a title may hold a '/'
     if prune:
         for code in documents_current_from(origin=source.origin):
             if code not in kept and (dry_run or document_retire(code=code)):

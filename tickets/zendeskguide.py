@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx2
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -152,9 +152,11 @@ def guide_pages(source: GuideSource, *, sleep: Sleep = time.sleep) -> Iterator[G
 
 
 def _next_checked(next_url: str | None, url: str, source: GuideSource, seen: set[str]) -> str | None:
-    """The next page's URL, refused when it leaves the first page's host or comes back to a page already read."""
+    """The next page's URL (made absolute), refused when it leaves the first page's host or comes back to a page
+    already read."""
     if next_url is None:
         return None
+    next_url = urljoin(url, next_url)
     if _origin_of(next_url) != _origin_of(source.location):
         raise GuideError(f"the page {url} links its next page on another host: {_without_credentials(next_url)}")
     if next_url in seen:
@@ -174,14 +176,15 @@ def _file_bytes(path: str) -> bytes:
 
 
 def _page_bytes(client: httpx2.Client, source: GuideSource, url: str, sleep: Sleep) -> bytes:
-    """The page's body; a 429 waits as `Retry-After` asks (within bounds) and asks again."""
+    """The page's body; a 429 waits as `Retry-After` asks (within bounds) and asks again, `MAX_WAITS` times."""
     auth = source.auth if source.auth and _origin_of(url) == source.auth_origin else None
-    for _ in range(MAX_WAITS + 1):
+    for waits in range(MAX_WAITS + 1):
         status, headers, body = _get(client, url, auth)
         if status != 429:
             _status_check(status, headers, url, auth is not None)
             return body
-        sleep(_retry_after(headers.get("retry-after", ""), url))
+        if waits < MAX_WAITS:
+            sleep(_retry_after(headers.get("retry-after", ""), url))
     raise GuideError(f"{url}: still HTTP 429 (too many requests) after {MAX_WAITS} waits; run the import again later")
 
 
@@ -259,14 +262,14 @@ class GuideArticle(BaseModel):
     title: str
     body: str | None = None
     html_url: str
-    draft: bool = False
-    locale: str = ""
+    draft: bool | None = False
+    locale: str | None = None
     source_locale: str | None = None
     section_id: int | None = None
-    label_names: list[str] = Field(default_factory=list)
+    label_names: list[str] | None = None
     updated_at: str | None = None
-    outdated: bool = False
-    promoted: bool = False
+    outdated: bool | None = None
+    promoted: bool | None = None
     user_segment_id: int | None = None
     user_segment_ids: list[int] | None = None
 

@@ -170,6 +170,18 @@ def test_a_retry_after_past_the_bound_ends_the_import_writing_nothing(guide):
 
 
 @pytest.mark.django_db
+def test_a_429_that_never_ends_ends_the_import_after_its_waits(guide, monkeypatch):
+    monkeypatch.setattr(zendeskguide, "MAX_WAITS", 2)
+    guide.answers.extend([Answer(429, {"error": "TooManyRequests"}, {"Retry-After": "0"})] * 3)
+
+    out, err, status = import_docs("--zendesk-guide")
+
+    assert status == 1
+    assert "still HTTP 429 (too many requests) after 2 waits; run the import again later" in err
+    assert len(guide.received) == 3 and not Document.objects.exists()
+
+
+@pytest.mark.django_db
 def test_an_unchanged_reimport_writes_nothing(guide):
     assert import_docs("--zendesk-guide")[2] == 0
     before = snapshot()

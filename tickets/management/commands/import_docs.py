@@ -46,7 +46,10 @@ class Command(BaseCommand):
             "a path on ZENDESK_URL (api/v2/help_center/fr/articles.json), or nothing for ZENDESK_URL's whole listing",
         )
         parser.add_argument(
-            "--prune", action="store_true", help="retire the documents imported from files under PATH that are gone"
+            "--prune",
+            action="store_true",
+            help="retire the documents imported from files under PATH that are gone (with --zendesk-guide: the "
+            "documents of that listing it lists no longer)",
         )
         parser.add_argument("--dry-run", action="store_true", help="say what would change; write nothing")
         parser.add_argument(
