@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field
 from engine.budgets import dollars
 from engine.models import ReviewPacket, Run
 from engine.statuses import STOP_EXPLANATIONS, Detail, Status
-from kit.sources import cut_excerpt, suspected_injection
+from kit.sources import cut_excerpt, followable_url, suspected_injection
 from providers.base import BuiltInModel
 from tickets.models import DocumentRevision, Evidence
 from tools.base import ResultView
@@ -172,6 +172,7 @@ class DocumentView(BaseModel):
     revision: str
     title: str
     url: str = Field(description="The admin page of this revision; empty when the revision is gone.")
+    public_url: str = Field(description="Where readers find the document (its help center page); empty when none.")
     excerpt: str
     injection: str | None = Field(description="The phrase that addresses the agent, as written.")
 
@@ -252,6 +253,7 @@ def _documents(
             revision=d.revision,
             title=d.title,
             url=urls.get((d.code, d.revision), ""),
+            public_url=followable_url(d.url),
             excerpt=cut_excerpt(d.excerpt),
             injection=suspected_injection(d.excerpt),
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from urllib.parse import urlsplit
 
 ELLIPSIS = "…"
 
@@ -96,3 +97,10 @@ def _cut(text: str, width: int) -> str:
         return window[: ends[-1]].rstrip()
     space = window.rfind(" ")
     return window[:space] if space > 0 else text[:width]
+
+
+def followable_url(url: str) -> str:
+    """`url` when a link may point at it (an absolute http or https address), else "": a source's address is
+    data too, and a `javascript:` permalink must never become a link staff click."""
+    parts = urlsplit(url.strip())
+    return url.strip() if parts.scheme.lower() in ("http", "https") and parts.netloc else ""

@@ -421,6 +421,19 @@ INTAKE_ZENDESK_SECRET = env_str("INTAKE_ZENDESK_SECRET")
 INTAKE_DEFAULT_ACCOUNT = env_str("INTAKE_DEFAULT_ACCOUNT")
 
 
+def zendesk_api() -> tuple[str, str, str]:
+    """Zendesk's address, e.g. https://acme.zendesk.com, and the e-mail and API token `import_docs --zendesk-guide`
+    reads the help center with (both or neither: without them only what anyone may read is listed)."""
+    url, email, token = env_url("ZENDESK_URL").rstrip("/"), env_str("ZENDESK_EMAIL"), env_str("ZENDESK_API_TOKEN")
+    if bool(email) != bool(token):
+        raise ImproperlyConfigured("ZENDESK_EMAIL and ZENDESK_API_TOKEN must be set together (the token is not shown)")
+    return url, email, token
+
+
+# A secret: never logged or stored; Django's error pages hide settings named *TOKEN*.
+ZENDESK_URL, ZENDESK_EMAIL, ZENDESK_API_TOKEN = zendesk_api()
+
+
 def env_header(name: str) -> tuple[str, str] | None:
     """A "Name: value" header (a credential: the value is never shown back)."""
     raw = env_str(name)

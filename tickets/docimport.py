@@ -9,23 +9,44 @@ leading out of it, a FIFO or a device is refused and named, never opened, so
 an outside file can never become a public document. Each document's write is
 `document_publish` on its own. `prune` then retires the documents this import
 manages (see `docs_to_prune`) whose file is gone.
+
+`guide_import` does the same for a Zendesk Guide listing (tickets.zendeskguide):
+its pages are read whole first, then each article is a document of its own,
+and `prune` retires the documents of that listing it no longer lists.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import DatabaseError
 
 from tickets.docfiles import MAX_FILE_BYTES, DocumentFileError, DocumentSkipped, document_from_file, is_document_file
 from tickets.documents import Change, DocumentIn, publish_change
 from tickets.models import Document
-from tickets.selectors import document_current, documents_imported_from, documents_imported_under
+from tickets.selectors import (
+    document_current,
+    documents_current_from,
+    documents_imported_from,
+    documents_imported_under,
+)
 from tickets.services import document_publish, document_retire
+from tickets.zendeskguide import (
+    ORIGIN_PREFIX,
+    GuideError,
+    GuideSource,
+    Sleep,
+    article_code,
+    article_document,
+    article_shown,
+    guide_pages,
+)
 
 ORIGIN_MAX = Document._meta.get_field("origin").max_length
 
@@ -52,6 +73,7 @@ class ImportReport:
     pruned: list[str] = field(default_factory=list)
     failed: list[Failure] = field(default_factory=list)
     skipped: list[Failure] = field(default_factory=list)  # not failures: drafts, hidden pages, redirect stubs
+    notes: list[str] = field(default_factory=list)  # what the reader should know about the import as a whole
 
     def summary(self) -> str:
         counts = [f"{change.value} {len(codes)}" for change, codes in self.done.items()]
@@ -210,3 +232,63 @@ def docs_to_prune(*, paths: list[str], kept: set[str]) -> list[str]:
     """
     roots = [os.path.abspath(p) for p in paths]
     return [code for code in documents_imported_under(roots=roots) if code not in kept]
+
+
+# --- a Zendesk Guide listing ----------------------------------------------------------------------
+
+
+def guide_import(
+    *,
+    source: GuideSource,
+    prune: bool = False,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    sleep: Sleep = time.sleep,
+) -> ImportReport:
+    """Import the articles `source` lists; raises GuideError, having written nothing, when a page cannot be read.
+
+    The listing is read whole before the first write, so `prune` (the documents
+    last imported from this same listing that it lists no longer) never acts
+    on a listing cut short. An article that fails keeps its document.
+    """
+    if len(source.origin) > ORIGIN_MAX:
+        raise GuideError(f"the listing's address is longer than {ORIGIN_MAX - len(ORIGIN_PREFIX)} characters")
+    report = ImportReport()
+    documents, kept = _guide_documents(source, _guide_listing(source, report, sleep), report)
+    for done, (doc_file, doc) in enumerate(documents, start=1):
+        _import_one(report, doc_file, doc, dry_run)
+        if progress:
+            progress(done, len(documents), doc.code)  # the code: a title may hold a '/'
+    if prune:
+        for code in documents_current_from(origin=source.origin):
+            if code not in kept and (dry_run or document_retire(code=code)):
+                report.pruned.append(code)
+    return report
+
+
+def _guide_listing(source: GuideSource, report: ImportReport, sleep: Sleep) -> dict[str, dict[str, Any]]:
+    """Every article of every page, by code: one listed twice (pages shifting under offset pagination) once."""
+    articles: dict[str, dict[str, Any]] = {}
+    for page in guide_pages(source, sleep=sleep):
+        articles.update((article_code(article), article) for article in page.articles)
+        if not source.is_url and page.next_url():
+            report.notes.append("a saved page: its next_page is not followed (give its URL to read every page)")
+    return articles
+
+
+def _guide_documents(
+    source: GuideSource, articles: dict[str, dict[str, Any]], report: ImportReport
+) -> tuple[list[tuple[DocFile, DocumentIn]], set[str]]:
+    """The articles' documents, and the codes to keep: those and the articles that failed (drafts are not kept)."""
+    documents, kept = [], set()
+    for code, article in articles.items():
+        doc_file = DocFile(article_shown(article), source.origin)
+        try:
+            documents.append((doc_file, article_document(article)))
+        except DocumentSkipped as exc:
+            report.skipped.append(Failure(doc_file, str(exc)))
+            continue
+        except DocumentFileError as exc:
+            report.failed.append(Failure(doc_file, f"{code}: {exc}"))
+        kept.add(code)
+    return documents, kept

@@ -164,19 +164,22 @@ class Document(models.Model):
         max_length=1000,
         blank=True,
         default="",
-        help_text="The file it was last imported from (absolute path); blank when written otherwise. "
-        "`import_docs --prune` retires only documents whose file is gone from the folder it imports.",
+        help_text="The file it was last imported from (absolute path), or `zendesk-guide:` and the Guide listing "
+        "(its URL or saved file); blank when written otherwise. `import_docs --prune` retires only documents whose "
+        "file is gone from the folder it imports, or that their listing no longer lists.",
     )
     url = models.CharField(
         max_length=1000,
         blank=True,
         default="",
-        help_text="Where staff and customers read it (a file's `permalink`, or `import_docs --base-url` plus its path).",
+        help_text="Where staff and customers read it (a file's `permalink`, or `import_docs --base-url` plus its path; "
+        "a Zendesk Guide article's `html_url`).",
     )
     metadata = models.JSONField(
         blank=True,
         default=dict,
-        help_text="The front matter `import_docs` does not act on (layout, tags, aliases, redirect_from…), kept as written.",
+        help_text="The front matter `import_docs` does not act on (layout, tags, aliases, redirect_from…), kept as "
+        "written; for a Zendesk Guide article its id, locale, section, labels, updated_at, outdated and promoted.",
     )
 
     def __str__(self) -> str:

@@ -195,6 +195,12 @@ def documents_imported_under(*, roots: list[str]) -> dict[str, str]:
     return dict(found.order_by("code").values_list("code", "origin"))
 
 
+def documents_current_from(*, origin: str) -> list[str]:
+    """The codes of the documents with a current revision last imported from `origin` (a Zendesk Guide listing)."""
+    found = Document.objects.filter(origin=origin, revisions__is_current=True).exclude(origin="")
+    return list(found.order_by("code").values_list("code", flat=True))
+
+
 def documents_imported_from(*, origins: list[str]) -> set[str]:
     """The codes of the documents last imported from one of the files `origins` (absolute paths)."""
     return set(Document.objects.filter(origin__in=origins).exclude(origin="").values_list("code", flat=True))

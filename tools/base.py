@@ -87,6 +87,7 @@ class CitedDocument:
     revision: str
     title: str
     excerpt: str
+    url: str = ""  # where readers find it (an imported page's address), as the result recorded it
 
 
 class ResultView:

@@ -2,7 +2,9 @@
 
 Anyone may search (the documents are public). A result names each document with the revision it
 read (`DOC-EXPORT-7@r3`), so staff open that revision and a re-check says which cited document has
-a newer one since.
+a newer one since. A document with a public address (`Document.url`: an imported page's) carries it
+as `url`, for the model to cite and staff to follow; one without has no `url` key, so its result
+reads as before.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ def search_docs(scope: SessionScope, args: dict[str, Any], lookup: Lookup = UNBO
             "title": r.document.title,
             "excerpt": excerpt(r.body, terms),
         }
+        | ({"url": r.document.url} if r.document.url else {})
         for r in revisions
     ]
     source = ", ".join(f"{r['id']}@{r['revision']}" for r in results) or "no matching documents"
@@ -72,7 +75,8 @@ class SearchView(ResultView):
 
     def documents(self, content: dict[str, Any]) -> tuple[CitedDocument, ...]:
         return tuple(
-            CitedDocument(h["id"], h["revision"], h["title"], h["excerpt"]) for h in content.get("results", [])
+            CitedDocument(h["id"], h["revision"], h["title"], h["excerpt"], h.get("url", ""))
+            for h in content.get("results", [])
         )
 
 

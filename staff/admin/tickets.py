@@ -20,6 +20,7 @@ from engine.models import ReviewPacket, Run, RunRequest
 from engine.statuses import Status, stop_name
 from engine.watchdog import runs_expire_overdue
 from kit.adminkit import StaffSiteAdmin
+from kit.sources import followable_url
 from staff.access import Refused, can, do_document_publish, do_investigate
 from staff.admin.base import ReadOnly, ReadOnlyAdmin
 from staff.pages import staff_page
@@ -304,17 +305,26 @@ class DocumentAdmin(StaffSiteAdmin):
     nothing published). Who holds tickets.change_document edits (Knowledge editors); others only read."""
 
     form = DocumentForm
-    list_display = ("code", "title", "public", "origin")
+    list_display = ("code", "title", "public", "public_url", "origin")
     search_fields = ("code", "title")
     inlines = [RevisionInline]
 
     def get_fields(self, request, obj=None):
         editable = self.has_change_permission(request, obj) if obj else self.has_add_permission(request)
-        return ["code", "title", "public", "body" if editable else "current_text", "origin"]
+        return ["code", "title", "public", "body" if editable else "current_text", "public_url", "origin"]
 
     def get_readonly_fields(self, request, obj=None):
-        # origin is import_docs' (it decides what --prune may retire); publishing here clears it, as the API does
-        return ("code", "origin") if obj else ("origin",)
+        # origin and url are import_docs' (origin decides what --prune may retire); publishing here clears both,
+        # as the API does
+        return ("code", "public_url", "origin") if obj else ("public_url", "origin")
+
+    @admin.display(description="public URL", ordering="url")
+    def public_url(self, document):
+        """The page readers find it on, as a link (an address that is not http(s) is shown as text, never linked)."""
+        link = followable_url(document.url)
+        if link:
+            return format_html('<a href="{}" rel="noopener noreferrer" target="_blank">{}</a>', link, link)
+        return document.url or "—"
 
     @admin.display(description="text")
     def current_text(self, document):

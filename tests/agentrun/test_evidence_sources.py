@@ -66,6 +66,22 @@ def test_the_packet_page_shows_each_document_and_the_injection_flag(staff_user, 
     assert " | " not in page[page.index('id="evidence-E1"') : page.index("Attempted operations")]
 
 
+def test_the_packet_page_links_a_cited_document_s_public_page(staff_user, ticket_t1001):
+    guide_url = "https://acme.zendesk.com/hc/en-us/articles/360001234567-CSV-export-permissions"
+    Document.objects.filter(code="DOC-EXPORT-7").update(url=guide_url)
+    Document.objects.filter(code="DOC-NOTE-9").update(url="javascript:alert(1)")
+    packet = _packet("T-1001")
+    page = client_for(staff_user).get(f"/admin/agentrun/reviewpacket/{packet.pk}/change/").content.decode()
+    card = page[page.index('data-code="DOC-EXPORT-7"') :]
+    card = card[: card.index("</li>")]
+    assert "“CSV export permissions”" in card
+    assert f'<a class="sa-doc-public" href="{guide_url}" rel="noopener noreferrer" target="_blank">' in card
+    assert 'href="javascript:' not in page
+    api = client_for(staff_user).get(f"/api/packets/{packet.pk}", **bearer(staff_user)).json()
+    documents = {d["code"]: d for d in api["evidence"][1]["documents"]}
+    assert documents["DOC-EXPORT-7"]["public_url"] == guide_url and documents["DOC-NOTE-9"]["public_url"] == ""
+
+
 def test_the_api_adds_documents_and_the_flag_and_keeps_its_fields(staff_user, ticket_t1001):
     packet = _packet("T-1001")
     body = client_for(staff_user).get(f"/api/packets/{packet.pk}", **bearer(staff_user)).json()
@@ -128,6 +144,7 @@ def test_the_api_documents_the_evidence_with_the_view_s_fields(staff_user):
         "revision",
         "title",
         "url",
+        "public_url",
         "excerpt",
         "suspected_injection",
         "injection",

@@ -30,6 +30,13 @@ def test_search_returns_the_current_revision_only(dana):
     assert "DOC-EXPORT-7@r3" in result.source_ref
 
 
+def test_search_gives_a_document_s_public_url_when_it_has_one(dana):
+    Document.objects.filter(code="DOC-EXPORT-7").update(url="https://help.example.com/csv-export")
+    results = {r["id"]: r for r in search(dana, "export role", max_results=5).content["results"]}
+    assert results["DOC-EXPORT-7"]["url"] == "https://help.example.com/csv-export"
+    assert "DOC-NOTE-9" in results and "url" not in results["DOC-NOTE-9"]  # none: the result reads as before
+
+
 def test_search_ranks_the_matching_document_first(dana):
     assert search(dana, "renaming a workspace roles").content["results"][0]["id"] == "DOC-RENAME-2"
 

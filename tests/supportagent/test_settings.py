@@ -221,3 +221,13 @@ def test_every_variable_the_settings_read_is_in_the_settings_table():
     } <= read  # the scan sees
     documented = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", SETTINGS_TABLE.read_text()))
     assert sorted(read - documented) == []
+
+
+@pytest.mark.parametrize(
+    "given", [{"ZENDESK_EMAIL": "agent@acme.example"}, {"ZENDESK_API_TOKEN": "zd-lonely-token-41"}]
+)
+def test_the_zendesk_email_and_api_token_go_together(given):
+    done = _manage("check", env=_environment(ZENDESK_URL="https://acme.zendesk.com", **given))
+    assert done.returncode != 0
+    assert "ZENDESK_EMAIL and ZENDESK_API_TOKEN must be set together" in done.stderr
+    assert "zd-lonely-token-41" not in done.stdout + done.stderr

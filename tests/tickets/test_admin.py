@@ -11,6 +11,7 @@ from engine.models import Run, RunRequest
 from engine.roles import KNOWLEDGE_EDITORS
 from tests.support.staff import client_for, make_runs
 from tickets.models import Account, CustomerSession, Document, DocumentRevision, Ticket
+from tickets.services import document_publish
 
 
 def test_ticket_list_shows_the_latest_run_status_and_packet_state(staff_client, demo):
@@ -225,6 +226,19 @@ def test_support_staff_without_the_group_read_the_text_and_cannot_publish(staff_
     assert staff_client.post(url, data).status_code == 403
     assert staff_client.get(reverse("admin:tickets_document_add")).status_code == 403
     assert revisions("DOC-RENAME-2") == [("r1", True)]
+
+
+def test_the_document_list_and_page_link_the_public_url(staff_client, demo):
+    guide_url = "https://acme.zendesk.com/hc/en-us/articles/101-Exporting-to-CSV"
+    document_publish(code="ZD-101-EN-US", title="Exporting to CSV", body="Editors export.", public=True, url=guide_url)
+    document_publish(code="DOC-ODD-1", title="Odd", body="A permalink.", public=True, url="javascript:alert(1)")
+    link = f'<a href="{guide_url}" rel="noopener noreferrer" target="_blank">{guide_url}</a>'
+
+    listing = staff_client.get(reverse("admin:tickets_document_changelist")).content.decode()
+    page = staff_client.get(document_url("ZD-101-EN-US")).content.decode()
+
+    assert link in listing and link in page
+    assert "javascript:alert(1)" in listing and 'href="javascript:' not in listing  # shown, never a link
 
 
 def test_a_revision_is_read_only_for_a_superuser_too(superuser_client, demo):
