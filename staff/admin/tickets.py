@@ -35,6 +35,7 @@ from tickets.models import (
     Job,
     Service,
     Ticket,
+    TicketMessage,
 )
 from tickets.selectors import document_current
 from tickets.services import PublishOutcome, ticket_create
@@ -93,6 +94,15 @@ class TicketForm(forms.ModelForm):
         return cleaned
 
 
+class TicketMessageInline(ReadOnly, admin.TabularInline):
+    """The ticket's follow-up messages in the order they were written; intake adds them, nobody edits them."""
+
+    model = TicketMessage
+    fields = readonly_fields = ("number", "author", "written_at", "received_at", "body")
+    extra = 0
+    verbose_name, verbose_name_plural = "message", "messages after the description"
+
+
 @admin.register(Ticket)
 class TicketAdmin(StaffSiteAdmin):
     form = TicketForm
@@ -100,8 +110,9 @@ class TicketAdmin(StaffSiteAdmin):
     list_select_related = ("account",)
     list_filter = ("account", LatestRunFilter, PendingPacketFilter)
     search_fields = ("ref", "subject", "body", "session__user__email")
-    readonly_fields = ("ref", "source", "external_id", "extra_fields")
+    readonly_fields = ("ref", "source", "external_id", "external_updated_at", "extra_fields")
     actions = ["investigate_selected"]
+    inlines = [TicketMessageInline]
     change_form_template = "admin/tickets/ticket/change_form.html"
 
     def get_queryset(self, request):
@@ -146,7 +157,7 @@ class TicketAdmin(StaffSiteAdmin):
         """A new ticket gets its ref on save (tickets.services.ticket_create); an existing one shows it."""
         if obj is None:
             return TicketForm.Meta.fields
-        return ("ref", "source", "external_id", *TicketForm.Meta.fields, "extra_fields")
+        return ("ref", "source", "external_id", "external_updated_at", *TicketForm.Meta.fields, "extra_fields")
 
     def get_readonly_fields(self, request, obj=None):
         return () if obj is None else self.readonly_fields
