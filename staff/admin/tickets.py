@@ -35,7 +35,6 @@ from tickets.models import (
     Job,
     Service,
     Ticket,
-    TicketMessage,
 )
 from tickets.selectors import document_current
 from tickets.services import PublishOutcome, ticket_create
@@ -94,15 +93,6 @@ class TicketForm(forms.ModelForm):
         return cleaned
 
 
-class TicketMessageInline(ReadOnly, admin.TabularInline):
-    """The ticket's follow-up messages in the order they were written; intake adds them, nobody edits them."""
-
-    model = TicketMessage
-    fields = readonly_fields = ("number", "author", "written_at", "received_at", "body")
-    extra = 0
-    verbose_name, verbose_name_plural = "message", "messages after the description"
-
-
 @admin.register(Ticket)
 class TicketAdmin(StaffSiteAdmin):
     form = TicketForm
@@ -112,7 +102,6 @@ class TicketAdmin(StaffSiteAdmin):
     search_fields = ("ref", "subject", "body", "session__user__email")
     readonly_fields = ("ref", "source", "external_id", "external_updated_at", "extra_fields")
     actions = ["investigate_selected"]
-    inlines = [TicketMessageInline]
     change_form_template = "admin/tickets/ticket/change_form.html"
 
     def get_queryset(self, request):
@@ -196,6 +185,7 @@ class TicketAdmin(StaffSiteAdmin):
                 can_investigate=can(request.user, "agentrun.start_investigation"),
                 investigate_url=reverse("admin:tickets_ticket_investigate", args=[ticket.pk]),
                 pending_packet=pending.order_by("-created_at").first(),
+                ticket_messages=ticket.messages.order_by("written_at", "number"),  # as written, then as they came
             )
         return super().change_view(request, object_id, form_url, extra_context=extra)
 

@@ -96,6 +96,16 @@ def test_an_older_update_changes_no_field_but_keeps_a_new_comment(zendesk):
     assert _messages() == [(2, "customer", "It was job J-42."), (1, "customer", "Now J-43 fails too.")]
 
 
+def test_the_ticket_page_shows_the_messages_in_the_order_they_were_written(zendesk, staff_client):
+    zendesk(FIRST)
+    zendesk(_comment("9002", "Second, written later.", updated_at="2026-12-06T09:10:00Z"))
+    zendesk(_comment("9001", "First, delivered late.", updated_at="2026-12-06T09:05:00Z"))
+    html = staff_client.get(reverse("admin:tickets_ticket_change", args=[_ticket().pk])).content.decode()
+    assert 'id="ticket-messages"' in html
+    assert html.index("First, delivered late.") < html.index("Second, written later.")
+    assert html.index('id="message-2"') < html.index('id="message-1"')
+
+
 def test_a_comment_on_an_unknown_ticket_creates_it_with_the_message(zendesk):
     status, reply = zendesk(_comment("9001", "It was job J-42.", updated_at="2026-12-06T09:05:00Z"))
     assert status == 201 and reply["created"] is True and reply["message"] == 1
