@@ -236,13 +236,15 @@ def ticket_message_add(
     """Add a message to `ticket` under the next number, or None when one with `external_id` is kept already.
 
     The caller holds the ticket's row lock (select_for_update), inside its transaction: the number is
-    the ticket's `message_count` plus one. Without `written_at` the message was written when it arrived.
+    one above the highest kept (read, not taken from `message_count`, so a counter written back stale
+    cannot make a number twice), and `message_count` follows it. Without `written_at` the message was
+    written when it arrived.
     """
     assert transaction.get_connection().in_atomic_block, "ticket_message_add needs the ticket's row lock"
     if external_id and ticket.messages.filter(external_id=external_id).exists():
         return None
     now = timezone.now()
-    ticket.message_count += 1
+    ticket.message_count = (ticket.messages.aggregate(last=Max("number"))["last"] or 0) + 1
     ticket.save(update_fields=["message_count"])
     return TicketMessage.objects.create(
         ticket=ticket,

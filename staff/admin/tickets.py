@@ -161,8 +161,10 @@ class TicketAdmin(StaffSiteAdmin):
         )
 
     def save_model(self, request, obj, form, change):
+        """A change writes the form's fields alone: the counters intake and runs bump under the ticket's lock
+        (messages, evidence) keep what they reached while the form was open."""
         if change:
-            super().save_model(request, obj, form, change)
+            obj.save(update_fields=list(TicketForm.Meta.fields))
         else:
             ticket_create(ticket=obj)
 

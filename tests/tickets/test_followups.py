@@ -10,6 +10,7 @@ import json
 import urllib.request
 
 import pytest
+from django.contrib import admin
 from django.urls import reverse
 
 from engine.budgets import Budget
@@ -104,6 +105,18 @@ def test_the_ticket_page_shows_the_messages_in_the_order_they_were_written(zende
     assert 'id="ticket-messages"' in html
     assert html.index("First, delivered late.") < html.index("Second, written later.")
     assert html.index('id="message-2"') < html.index('id="message-1"')
+
+
+def test_saving_the_ticket_in_the_admin_keeps_its_message_count(zendesk, staff_client):
+    zendesk(FIRST)
+    ticket = _ticket()
+    zendesk(_comment("9001", "It was job J-42.", updated_at="2026-12-06T09:05:00Z"))
+    form = {"account": ticket.account_id, "session": ticket.session_id, "subject": "Renamed", "body": ticket.body}
+    ticket.subject = "Renamed"  # the form's instance, read before the message came
+    admin.site._registry[Ticket].save_model(None, ticket, form, change=True)  # as the change form saves it
+    assert Ticket.objects.filter(pk=ticket.pk).values_list("subject", "message_count").get() == ("Renamed", 1)
+    zendesk(_comment("9002", "Any news?", updated_at="2026-12-06T09:10:00Z"))
+    assert [n for n, _, _ in _messages()] == [1, 2]
 
 
 def test_a_comment_on_an_unknown_ticket_creates_it_with_the_message(zendesk):
