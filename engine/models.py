@@ -30,6 +30,10 @@ class Run(models.Model):
         max_length=300, blank=True, default="", help_text="The ticket's subject when the run started."
     )
     body = models.TextField(blank=True, default="", help_text="The ticket's body when the run started.")
+    # Messages are never changed or renumbered (tickets.TicketMessage), so the number is the snapshot.
+    messages_seen = models.PositiveIntegerField(
+        default=0, help_text="The highest message number on the ticket when the run started (0: the description alone)."
+    )
     # Indexed by (status, deadline_at) below, which serves a filter on status alone too; every
     # further index on a run is written again each time a step changes the status.
     status = models.CharField(max_length=24, choices=Status.choices, default=Status.QUEUED)

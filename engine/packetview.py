@@ -23,6 +23,8 @@ from engine.headlines import Headline, run_headline
 from engine.models import PacketReview, ReviewPacket, Run
 from engine.statuses import Status, stop_name
 from engine.timeline import EvidenceView, evidence_for, investigator, spent_rows, stop_explanation, stop_label
+from tickets.models import TicketMessage
+from tickets.selectors import ticket_customer_wrote_after, ticket_messages
 
 ReviewState = ReviewPacket.ReviewState
 DECIDED = (ReviewState.ACCEPTED, ReviewState.REJECTED)
@@ -75,6 +77,16 @@ class PacketView:
     @property
     def body(self) -> str:
         return self.run.body
+
+    @property
+    def messages_seen(self) -> int:
+        """The ticket's highest message number when the run started (0: the description alone)."""
+        return self.run.messages_seen
+
+    @property
+    def saw(self) -> str:
+        """Which of the ticket's text the run was shown, in words: "the description and messages 1–2"."""
+        return messages_seen_words(self.run.messages_seen)
 
     @property
     def model_name(self) -> str:
@@ -176,6 +188,18 @@ class PacketView:
         return evidence_for(ticket_id=self.run.ticket_id, refs=self.evidence_refs)
 
     @cached_property
+    def messages(self) -> list[TicketMessage]:
+        """The follow-up messages the run saw, in the order they were written."""
+        return ticket_messages(ticket_id=self.run.ticket_id, up_to=self.run.messages_seen)
+
+    @cached_property
+    def customer_wrote_again(self) -> bool:
+        """A pending packet whose ticket has a customer's message newer than the run: its reviewer should know."""
+        if self.packet.review_state != ReviewState.PENDING:
+            return False
+        return ticket_customer_wrote_after(ticket_id=self.run.ticket_id, number=self.run.messages_seen)
+
+    @cached_property
     def headline(self) -> Headline:
         return run_headline(run=self.run, packet=self.packet)
 
@@ -197,6 +221,15 @@ class PacketView:
         """The run's approvals as staff see them now (a pending one of an ended run is expired)."""
         now = timezone.now()
         return [approval_shown(a, self.run, now) for a in self.run.approvals.all()]
+
+
+def messages_seen_words(number: int) -> str:
+    """ "the description", "the description and message 1", "the description and messages 1–3"."""
+    if number <= 0:
+        return "the description"
+    if number == 1:
+        return "the description and message 1"
+    return f"the description and messages 1–{number}"
 
 
 def packet_view(*, run: Run, packet: ReviewPacket, evidence_checks: Sequence[Mapping[str, Any]] = ()) -> PacketView:

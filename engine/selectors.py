@@ -13,18 +13,20 @@ from engine.budgets import Budget
 from engine.models import Approval, Run, StaffPreference, default_time_zone
 from engine.sql import context_rows
 from engine.statuses import ACTIVE, Status
-from providers.context import AttemptItem, Context, EvidenceItem, fit_context
+from providers.context import AttemptItem, Context, EvidenceItem, MessageItem, fit_context
 from tickets.models import Ticket
+from tickets.selectors import ticket_messages
 
 
 def run_context(*, run: Run, budget: Budget, shown_allowances: dict[str, Any], reserve_bytes: int = 0) -> Context:
-    """The ticket's text as the run started with it, its evidence (each item once), this run's lookups
+    """The ticket's text and follow-up messages as the run started with them, its evidence (each item once), this run's lookups
     and recent problems, fitted to the cap.
 
     The data blocks' id is keyed by the run and the secret key: the same in each of the run's requests
     (a provider can cache the prompt's unchanged start), and not to be guessed by whoever writes the ticket.
     """
     evidence, attempts, notes = _shown(ticket_id=run.ticket_id, run_id=run.pk)
+    messages = ticket_messages(ticket_id=run.ticket_id, up_to=run.messages_seen)  # no query when it saw none
     ctx = Context(
         ticket_ref=run.ticket.ref,
         subject=run.subject,
@@ -35,6 +37,7 @@ def run_context(*, run: Run, budget: Budget, shown_allowances: dict[str, Any], r
         notes=notes,
         allowances=shown_allowances,
         fence_key=salted_hmac("agentrun.context.fence_key", str(run.pk)).hexdigest(),  # as text: the same bytes
+        messages=tuple(MessageItem(m.number, m.author, m.body, m.written_at.isoformat()) for m in messages),
     )
     return fit_context(ctx, max(budget.max_input_tokens - reserve_bytes, 0))
 

@@ -51,7 +51,8 @@ def run_start(
 ) -> Run:
     """Create a run for `ticket`, acting for `session` (default: the ticket's own).
 
-    The run keeps the ticket's subject and body as they are now: its context and packet show that text.
+    The run keeps the ticket's subject and body as they are now, and the number of its latest message
+    (`messages_seen`): its context and packet show that text and those messages.
     """
     session = session or ticket.session
     if session.account_id != ticket.account_id:
@@ -73,6 +74,7 @@ def run_start(
         session=session,
         subject=ticket.subject,
         body=ticket.body,
+        messages_seen=ticket.message_count,
         model_name=model_name,
         model_script=model_script,
         require_approval=listed,

@@ -31,6 +31,7 @@ from engine.models import Approval, Evaluation, EvaluationCase, ReviewPacket, Ru
 from engine.services import RunError, approval_answer, run_start
 from engine.statuses import Status
 from tickets.models import Evidence, Ticket
+from tickets.services import ticket_messages_copy
 from tools.base import call_key
 
 MAX_APPROVAL_ROUNDS = 20
@@ -160,6 +161,7 @@ def case_start(case: EvaluationCase) -> Run:
             body=original.body,
             evaluation_copy=True,
         )
+        ticket_messages_copy(source_id=original.ticket_id, ticket=ticket, up_to=original.messages_seen)
         run = run_start(
             ticket=ticket,
             session=original.session,

@@ -7,7 +7,7 @@ from typing import Any
 import pydantic
 from django.conf import settings
 from django.utils import timezone
-from ninja import Router, Schema
+from ninja import Field, Router, Schema
 from ninja import Status as Reply
 from ninja.errors import ValidationError
 
@@ -31,6 +31,8 @@ class TicketOut(Schema):
     subject: str
     created: bool
     updated: list[str]
+    message: int | None = Field(description="The number of the message this request added (null: none added).")
+    outdated: bool = Field(description="The request's updated_at is older than the ticket's: no field changed.")
 
 
 def _reply(data: TicketIn, requested_by, *, source: str, body: bytes) -> Reply:
@@ -48,6 +50,8 @@ def _reply(data: TicketIn, requested_by, *, source: str, body: bytes) -> Reply:
         "subject": ticket.subject,
         "created": result.created,
         "updated": list(result.updated),
+        "message": result.message.number if result.message else None,
+        "outdated": result.outdated,
     }
     return Reply(201 if result.created else 200, out)
 
@@ -55,7 +59,8 @@ def _reply(data: TicketIn, requested_by, *, source: str, body: bytes) -> Reply:
 @router.post("/tickets", response={200: TicketOut, 201: TicketOut, ERRORS: ErrorOut})
 def intake_ticket(request, payload: TicketIn):
     """Create a ticket from a help desk (201), or find the one with this source and external id (200) and
-    bring its subject, body and requester up to date. The same request again changes nothing.
+    bring its subject, body and requester up to date; a `comment` becomes the ticket's next message.
+    The same request again changes nothing, and one older than the ticket's `updated_at` changes no field.
     Integration users (`manage.py create_api_token NAME --integration`)."""
     require(request.auth, "tickets.add_ticket")
     require(request.auth, "tickets.change_ticket")

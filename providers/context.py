@@ -62,6 +62,20 @@ class AttemptItem:
 
 
 @dataclass(frozen=True)
+class MessageItem:
+    """A follow-up on the ticket after its description: its number, who wrote it ("customer" or "staff"), its text."""
+
+    number: int
+    author: str
+    body: str
+    written_at: str = ""  # ISO 8601, as shown
+
+    @property
+    def from_customer(self) -> bool:
+        return self.author == "customer"
+
+
+@dataclass(frozen=True)
 class Context:
     ticket_ref: str
     subject: str
@@ -73,6 +87,12 @@ class Context:
     allowances: dict[str, Any] = field(default_factory=dict)
     prompt: str = ""
     fence_key: str = ""  # the seed of the data blocks' id (see fence_id); the run's own secret in production
+    messages: tuple[MessageItem, ...] = ()  # the follow-ups the run saw, in the order they were written
+
+    @property
+    def customer_text(self) -> str:
+        """What the customer wrote: the subject, the description and each of their follow-ups, one after another."""
+        return "\n".join([self.subject, self.body, *(m.body for m in self.messages if m.from_customer)])
 
     @property
     def size_bound(self) -> int:
@@ -120,8 +140,12 @@ def _sections(ctx: Context) -> list[tuple[str, str | None]]:
             f"\nTicket {neutralize(ctx.ticket_ref)} (customer session {verified}):",
             f"Subject: {ctx.subject}\n{ctx.body}",
         ),
-        ("\nEvidence so far (cite by reference):" + ("" if ctx.evidence else "\n(none yet)"), None),
     ]
+    for message in ctx.messages:
+        who = "the customer" if message.from_customer else "staff"
+        when = f", {neutralize(message.written_at)}" if message.written_at else ""
+        sections.append((f"Follow-up {message.number} on the ticket, from {who}{when}:", message.body))
+    sections.append(("\nEvidence so far (cite by reference):" + ("" if ctx.evidence else "\n(none yet)"), None))
     for item in ctx.evidence:
         head = f"{item.ref} from {item.tool}" + (" (truncated)" if item.truncated else "")
         sections.append((head, f"arguments {_json(item.args)} source {item.source_ref}\n{item.content}"))
@@ -141,12 +165,15 @@ def _json(value: Any) -> str:
 def fit_context(ctx: Context, max_bytes: int) -> Context:
     """The context with its prompt rendered within `max_bytes`.
 
-    Cuts, in order: older problem notes, evidence contents (oldest first), the
-    ticket body; as a last resort the prompt text itself.
+    Cuts, in order: older problem notes, evidence contents (oldest first), older
+    attempts, the follow-up messages (each to its first 500 bytes), the ticket
+    body; as a last resort the prompt text itself.
     """
     steps: list[Callable[[Context], Context]] = [lambda c: replace(c, notes=c.notes[-2:])]
     steps.extend(partial(_without_evidence, index=index) for index in range(len(ctx.evidence)))
     steps.append(lambda c: replace(c, attempts=c.attempts[-3:]))
+    if ctx.messages:
+        steps.append(_messages_cut)
     steps.append(lambda c: replace(c, body=cut_utf8(c.body, 500) + " …"))
     current = ctx
     prompt = render_prompt(current)
@@ -156,6 +183,11 @@ def fit_context(ctx: Context, max_bytes: int) -> Context:
         current = step(current)
         prompt = render_prompt(current)
     return replace(current, prompt=cut_utf8(prompt, max_bytes))
+
+
+def _messages_cut(ctx: Context) -> Context:
+    cut = tuple(replace(m, body=cut_utf8(m.body, 500) + " …") if utf8_len(m.body) > 500 else m for m in ctx.messages)
+    return replace(ctx, messages=cut)
 
 
 def _without_evidence(ctx: Context, *, index: int) -> Context:

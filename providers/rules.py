@@ -1,6 +1,7 @@
 """A deterministic rule-based investigator. It is rules, not a language model.
 
-It reads the ticket and the evidence it is shown, one decision a turn:
+It reads the ticket (its subject, description and the customer's follow-up messages) and the
+evidence it is shown, one decision a turn:
 1. look up every job the ticket mentions (ids of AGENT_JOB_ID_PATTERN's shape, J-<digits> by default);
 2. search the documentation for every error code seen (in the ticket or a job);
 3. check the service the ticket names, unless a documented error code already
@@ -60,7 +61,8 @@ class Investigation:
 
     def __init__(self, ctx: Context):
         self.ctx = ctx
-        self.text = f"{ctx.subject}\n{ctx.body}"
+        self.text = ctx.customer_text  # the subject, description and the customer's follow-ups (a staff reply's
+        # example job id is not the customer's)
         self.tried = {(a.tool, json.dumps(a.args, sort_keys=True)) for a in ctx.attempts}
         self.by_tool: dict[str, list[EvidenceItem]] = {}
         for item in ctx.evidence:

@@ -138,7 +138,8 @@ def _start_requested(*, ticket: Ticket, user: User | None, via: str, idempotency
 
 
 def investigate_new_ticket(*, ticket_id: int, requested_by: User | None) -> Run | None:
-    """AGENT_AUTO_INVESTIGATE: a ticket intake has just made is investigated as *Investigate* would.
+    """AGENT_AUTO_INVESTIGATE: a ticket intake has just made, or one the customer has just written on again,
+    is investigated as *Investigate* would (the new packet supersedes the ticket's pending one).
 
     Called once intake commits, for the integration user (None for a signed
     webhook), whose role does not include starting investigations: the setting

@@ -159,6 +159,10 @@ class PacketOut(Schema):
     ticket: str
     subject: str
     body: str
+    messages_seen: int = Field(description="The ticket's highest message number when the run started (0: none).")
+    customer_wrote_again: bool = Field(
+        description="Pending, and the customer added a message to the ticket after the run started."
+    )
     summary: str | None
     evidence: list[EvidenceView]
     attempts: list[dict[str, Any]]
@@ -303,6 +307,8 @@ def packet_out(view: PacketView) -> dict[str, Any]:
         "ticket": view.ticket_ref,
         "subject": view.subject,
         "body": view.body,
+        "messages_seen": view.messages_seen,
+        "customer_wrote_again": view.customer_wrote_again,
         "summary": view.summary,
         "evidence": view.evidence,
         "attempts": view.attempts,

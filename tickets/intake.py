@@ -6,6 +6,7 @@ import hashlib
 import json
 import re
 import uuid
+from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -68,6 +69,38 @@ class SessionIn(_Strict):
         return value
 
 
+class CommentIn(_Strict):
+    """A comment added on the ticket in the help desk, kept as one of the ticket's messages.
+
+    `id` is the help desk's comment id: a comment whose id the ticket already has is not added
+    again. `author` is "customer" or "staff", or the author's id written as `session.ref` is: the
+    requester's is the customer's, anyone else's is staff's.
+    """
+
+    id: str = Field(
+        ..., pattern=EXTERNAL_ID, description="The comment's id in the help desk; the same id again adds nothing."
+    )
+    body: str = Field(..., min_length=1, pattern=NO_NUL, description=f"Over {MAX_BODY_CHARS} characters it is cut.")
+    author: str = Field(
+        ...,
+        pattern=SESSION_REF,
+        description='"customer", "staff", or the author\'s id written as `session.ref` writes the requester\'s.',
+    )
+    created_at: datetime | None = Field(
+        None, description="When it was written (ISO 8601 with a time zone); else the ticket's `updated_at`."
+    )
+
+    @field_validator("body")
+    @classmethod
+    def _body(cls, value: str) -> str:
+        return body_cut(value)
+
+    @field_validator("created_at", mode="before")
+    @classmethod
+    def _created_at(cls, value: Any) -> datetime | None:
+        return aware_time(value)
+
+
 class TicketIn(_Strict):
     """`POST /api/tickets` and `POST /api/intake/zendesk`: a ticket as its help desk has it now.
 
@@ -87,6 +120,17 @@ class TicketIn(_Strict):
         None, max_length=64, pattern=NO_NUL, description="The requester's organization's external id."
     )
     session: SessionIn
+    comment: CommentIn | None = Field(None, description="A comment added now, kept as the ticket's next message.")
+    updated_at: datetime | None = Field(
+        None,
+        description="When the help desk last updated the ticket (ISO 8601 with a time zone). A request older than "
+        "the latest one taken changes no field; its comment is still added.",
+    )
+
+    @field_validator("updated_at", mode="before")
+    @classmethod
+    def _updated_at(cls, value: Any) -> datetime | None:
+        return aware_time(value)
 
     @field_validator("subject")
     @classmethod
@@ -102,6 +146,28 @@ class TicketIn(_Strict):
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
         return value.strip() or None if value is not None else None
+
+
+def aware_time(value: Any) -> datetime | None:
+    """An ISO 8601 time with a time zone, as a datetime (Zendesk's `2013-12-12T05:35Z` included); None or blank is none.
+
+    Refused (ValueError) without a time zone: whose clock it was would be a guess, and the
+    times are compared with the ones the ticket holds.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.strip().upper())
+        except ValueError:
+            raise ValueError("not an ISO 8601 time") from None
+    else:
+        raise ValueError("not an ISO 8601 time")
+    if parsed.tzinfo is None or parsed.utcoffset() is None:
+        raise ValueError("an ISO 8601 time needs a time zone (Z or an offset)")
+    return parsed
 
 
 def body_cut(body: str) -> str:

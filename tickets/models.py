@@ -89,6 +89,15 @@ class Ticket(models.Model):
     extra = models.JSONField(
         default=dict, blank=True, help_text="Fields the help desk sent that intake does not read, kept as they came."
     )
+    message_count = models.PositiveIntegerField(
+        default=0, help_text="Highest message number given on this ticket; bumped under the ticket's row lock."
+    )
+    external_updated_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the help desk last updated the ticket, as its latest request said; an older request "
+        "changes no field.",
+    )
 
     class Meta:
         constraints = [
@@ -99,6 +108,43 @@ class Ticket(models.Model):
 
     def __str__(self) -> str:
         return self.ref
+
+
+class TicketMessage(models.Model):
+    """A follow-up on a ticket after its description (the ticket's `body`), numbered 1, 2, … as it arrived.
+
+    Messages are only ever added (tickets.services.ticket_message_add, under the ticket's row lock): a run
+    records the highest number it saw (Run.messages_seen), which stays true only if numbers never move.
+    They are shown in the order they were written (`written_at`), then of arrival.
+    """
+
+    class Author(models.TextChoices):
+        CUSTOMER = "customer", "the customer"
+        STAFF = "staff", "staff"
+
+    ticket = models.ForeignKey(Ticket, on_delete=models.CASCADE, related_name="messages")
+    number = models.PositiveIntegerField()
+    external_id = models.CharField(
+        max_length=64, blank=True, default="", help_text="The comment's id in the help desk; the same id is kept once."
+    )
+    author = models.CharField(max_length=16, choices=Author.choices)
+    body = models.TextField()
+    written_at = models.DateTimeField(help_text="When it was written, as the help desk said (else when it arrived).")
+    received_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["ticket", "written_at", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["ticket", "number"], name="ticket_message_number_unique"),
+            models.UniqueConstraint(
+                fields=["ticket", "external_id"],
+                condition=~models.Q(external_id=""),
+                name="ticket_message_external_id_unique",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.ticket.ref}#{self.number}"
 
 
 class IntakeProblem(models.Model):

@@ -13,7 +13,17 @@ from django.db import connection
 from django.db.models import F, Q
 
 from tickets.documents import Current
-from tickets.models import Account, CustomerSession, Document, DocumentRevision, Evidence, IntakeProblem, Job, Service
+from tickets.models import (
+    Account,
+    CustomerSession,
+    Document,
+    DocumentRevision,
+    Evidence,
+    IntakeProblem,
+    Job,
+    Service,
+    TicketMessage,
+)
 
 
 class Forbidden(Exception):
@@ -209,3 +219,18 @@ def documents_imported_from(*, origins: list[str]) -> set[str]:
 def intake_problems_open() -> int:
     """Refused intake requests staff have not brought in yet (the intake problems list's "not yet")."""
     return IntakeProblem.objects.filter(resolved_at__isnull=True).count()
+
+
+def ticket_messages(*, ticket_id: int, up_to: int) -> list[TicketMessage]:
+    """The ticket's messages numbered 1..`up_to`, in the order they were written, then of arrival.
+    `up_to` 0 (a run that saw the description alone) reads nothing."""
+    if up_to <= 0:
+        return []
+    return list(TicketMessage.objects.filter(ticket_id=ticket_id, number__lte=up_to).order_by("written_at", "number"))
+
+
+def ticket_customer_wrote_after(*, ticket_id: int, number: int) -> bool:
+    """The customer added a message to the ticket after message `number` (0: after the description)."""
+    return TicketMessage.objects.filter(
+        ticket_id=ticket_id, number__gt=number, author=TicketMessage.Author.CUSTOMER
+    ).exists()

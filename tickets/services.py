@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -14,7 +15,7 @@ from django.db.models.functions import Length
 from django.utils import timezone
 
 from tickets.documents import Change, Current, DocumentIn, publish_change
-from tickets.intake import SessionIn, TicketIn, body_json, ref_candidates
+from tickets.intake import CommentIn, SessionIn, TicketIn, body_json, ref_candidates
 from tickets.models import (
     Account,
     CustomerSession,
@@ -24,6 +25,7 @@ from tickets.models import (
     Evidence,
     IntakeProblem,
     Ticket,
+    TicketMessage,
 )
 from tickets.signals import ticket_arrived
 
@@ -90,46 +92,73 @@ class IntakeError(Exception):
 
 @dataclass(frozen=True)
 class Intake:
-    """What an intake request did: the ticket, whether it was made now, and what it changed."""
+    """What an intake request did: the ticket, whether it was made now, what it changed, the message it
+    added (None when none, or when the comment was kept before), and whether it was `outdated`: older
+    than the update the ticket holds, so it changed no field."""
 
     ticket: Ticket
     created: bool
     updated: tuple[str, ...]
+    message: TicketMessage | None = None
+    outdated: bool = False
 
 
 def ticket_intake(*, data: TicketIn, requested_by: User | None = None) -> Intake:
-    """Create the ticket `data` describes, or bring the one with its source and external id up to date.
+    """Create the ticket `data` describes, or bring the one with its source and external id up to date,
+    and add its comment as the ticket's next message.
 
-    One transaction: the customer session (found or made by its ref, in the
-    ticket's account), then the ticket. The same request again writes nothing.
-    A new ticket is investigated once this commits when AGENT_AUTO_INVESTIGATE
-    is on, requested by `requested_by` (none for a signed webhook).
+    One transaction: the ticket's row lock, the customer session (found or made by its ref, in the
+    ticket's account), the ticket, then the message. The same request again writes nothing. A request
+    whose `updated_at` is older than the ticket's changes no field (a late retry never undoes a later
+    update) but still adds a comment the ticket does not have: messages are only ever added.
+    Once this commits, with AGENT_AUTO_INVESTIGATE on, a new ticket or a new customer message is
+    investigated, requested by `requested_by` (none for a signed webhook).
     """
     try:
         return _intake(data, requested_by)
-    except IntegrityError:  # the same ticket or session, sent twice at once: the other one made it
+    except IntegrityError:  # the same ticket, session or comment, sent twice at once: the other one made it
         return _intake(data, requested_by)
 
 
 @transaction.atomic
 def _intake(data: TicketIn, requested_by: User | None) -> Intake:
     account = account_for_intake(data)
-    session, updated = _session(data.session, account)
     ticket = Ticket.objects.select_for_update().filter(source=data.source, external_id=data.external_id).first()
     if ticket is None:
+        session, updated = _session(data.session, account)
         ticket = _ticket_create(data, account, session)
+        message = _comment_add(ticket, data)
         if settings.AGENT_AUTO_INVESTIGATE:
             _investigate_on_commit(ticket, requested_by)
-        return Intake(ticket, True, updated)
+        return Intake(ticket, True, updated, message)
     if ticket.account_id != account.pk:
         raise IntakeError("account_mismatch", f"Ticket {ticket.ref} belongs to another account.", 409)
+    outdated = _outdated(ticket, data)
+    updated = () if outdated else _ticket_update(ticket, data, account)
+    message = _comment_add(ticket, data)
+    if message is not None and message.author == TicketMessage.Author.CUSTOMER and settings.AGENT_AUTO_INVESTIGATE:
+        _investigate_on_commit(ticket, requested_by)
+    return Intake(ticket, False, updated, message, outdated)
+
+
+def _outdated(ticket: Ticket, data: TicketIn) -> bool:
+    """The request describes the ticket as it was before the update the ticket holds (equal is not older)."""
+    held = ticket.external_updated_at
+    return data.updated_at is not None and held is not None and data.updated_at < held
+
+
+def _ticket_update(ticket: Ticket, data: TicketIn, account: Account) -> tuple[str, ...]:
+    """Bring the locked ticket and its session to what `data` says; the names of what changed."""
+    session, updated = _session(data.session, account)
     wanted = {"subject": data.subject, "body": data.body, "session": session, "extra": data.model_extra or {}}
+    if data.updated_at is not None:
+        wanted["external_updated_at"] = data.updated_at
     changed = [name for name, value in wanted.items() if getattr(ticket, name) != value]
     for name in changed:
         setattr(ticket, name, wanted[name])
     if changed:
         ticket.save(update_fields=changed)
-    return Intake(ticket, False, (*updated, *changed))
+    return (*updated, *[name.removeprefix("external_") for name in changed])
 
 
 def _session(data: SessionIn, account: Account) -> tuple[CustomerSession, tuple[str, ...]]:
@@ -176,7 +205,76 @@ def _ticket_create(data: TicketIn, account: Account, session: CustomerSession) -
         subject=data.subject,
         body=data.body,
         extra=data.model_extra or {},
+        external_updated_at=data.updated_at,
     )
+
+
+def _comment_add(ticket: Ticket, data: TicketIn) -> TicketMessage | None:
+    """The request's comment as the ticket's next message; None when there is none or it is kept already."""
+    comment = data.comment
+    if comment is None:
+        return None
+    return ticket_message_add(
+        ticket=ticket,
+        external_id=comment.id,
+        author=comment_author(comment, requester=data.session.ref),
+        body=comment.body,
+        written_at=comment.created_at or data.updated_at,
+    )
+
+
+def comment_author(comment: CommentIn, *, requester: str) -> TicketMessage.Author:
+    """Who wrote the comment: "customer" and the requester's own ref are the customer; "staff" and anyone else, staff."""
+    if comment.author in (TicketMessage.Author.CUSTOMER, requester):
+        return TicketMessage.Author.CUSTOMER
+    return TicketMessage.Author.STAFF
+
+
+def ticket_message_add(
+    *, ticket: Ticket, external_id: str, author: str, body: str, written_at: datetime | None
+) -> TicketMessage | None:
+    """Add a message to `ticket` under the next number, or None when one with `external_id` is kept already.
+
+    The caller holds the ticket's row lock (select_for_update), inside its transaction: the number is
+    one above the highest kept (read, not taken from `message_count`, so a counter written back stale
+    cannot make a number twice), and `message_count` follows it. Without `written_at` the message was
+    written when it arrived.
+    """
+    assert transaction.get_connection().in_atomic_block, "ticket_message_add needs the ticket's row lock"
+    if external_id and ticket.messages.filter(external_id=external_id).exists():
+        return None
+    now = timezone.now()
+    ticket.message_count = (ticket.messages.aggregate(last=Max("number"))["last"] or 0) + 1
+    ticket.save(update_fields=["message_count"])
+    return TicketMessage.objects.create(
+        ticket=ticket,
+        number=ticket.message_count,
+        external_id=external_id,
+        author=author,
+        body=body,
+        written_at=written_at or now,
+        received_at=now,
+    )
+
+
+def ticket_messages_copy(*, source_id: int, ticket: Ticket, up_to: int) -> None:
+    """Copy messages 1..`up_to` of ticket `source_id` onto `ticket`, a fresh copy (an evaluation's), numbers and all."""
+    rows = TicketMessage.objects.filter(ticket_id=source_id, number__lte=up_to).order_by("number")
+    copies = [
+        TicketMessage(
+            ticket=ticket,
+            number=m.number,
+            external_id=m.external_id,
+            author=m.author,
+            body=m.body,
+            written_at=m.written_at,
+            received_at=m.received_at,
+        )
+        for m in rows
+    ]
+    TicketMessage.objects.bulk_create(copies)
+    ticket.message_count = max((m.number for m in copies), default=0)
+    ticket.save(update_fields=["message_count"])
 
 
 def account_for_intake(data: TicketIn) -> Account:

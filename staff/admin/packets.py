@@ -7,7 +7,7 @@ writes a packet or a review itself.
 from __future__ import annotations
 
 from django.contrib import admin, messages
-from django.db.models import Case, IntegerField, Value, When
+from django.db.models import Case, Exists, IntegerField, OuterRef, Value, When
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -22,6 +22,7 @@ from staff.admin.base import ReadOnlyAdmin, object_pk, packet_url, post_only
 from staff.pages import staff_page
 from staff.queue import packet_next_pending, packet_previous_pending, packet_to_review_after
 from staff.recheck import ItemCheck, document_links, evidence_changes, needing_acknowledgement
+from tickets.models import TicketMessage
 from tools.compare import Outcome
 
 
@@ -64,7 +65,7 @@ class StopReasonFilter(admin.SimpleListFilter):
 class ReviewPacketAdmin(ReadOnlyAdmin):
     """The review queue: pending packets, oldest first."""
 
-    list_display = ("open_link", "ticket", "subject", "account", "age", "stop", "review_state")
+    list_display = ("open_link", "ticket", "subject", "account", "age", "stop", "review_state", "wrote_again")
     list_display_links = None
     list_filter = (ReviewStateFilter, StopReasonFilter)
     list_select_related = ("run__ticket__account",)
@@ -72,7 +73,14 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
     list_per_page = 50
 
     def get_queryset(self, request):
-        return super().get_queryset(request).filter(run__purpose=Run.Purpose.INVESTIGATION)
+        """Investigations' packets, each knowing whether its customer wrote after its run started (one query)."""
+        later = TicketMessage.objects.filter(
+            ticket=OuterRef("run__ticket"),
+            number__gt=OuterRef("run__messages_seen"),
+            author=TicketMessage.Author.CUSTOMER,
+        )
+        packets = super().get_queryset(request).filter(run__purpose=Run.Purpose.INVESTIGATION)
+        return packets.annotate(customer_wrote_later=Exists(later))
 
     def get_ordering(self, request):
         pending_first = Case(
@@ -112,6 +120,12 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
     @admin.display(description="age", ordering="created_at")
     def age(self, packet):
         return timesince(packet.created_at, depth=1)
+
+    @admin.display(description="since the run")
+    def wrote_again(self, packet):
+        """What a pending packet's run did not see: the customer wrote again (PacketView.customer_wrote_again)."""
+        pending = packet.review_state == ReviewPacket.ReviewState.PENDING
+        return "the customer wrote again" if pending and packet.customer_wrote_later else ""
 
     @admin.display(description="stop reason", ordering="stop_reason")
     def stop(self, packet):

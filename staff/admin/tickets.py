@@ -101,7 +101,7 @@ class TicketAdmin(StaffSiteAdmin):
     list_select_related = ("account",)
     list_filter = ("account", LatestRunFilter, PendingPacketFilter)
     search_fields = ("ref", "subject", "body", "session__user__email")
-    readonly_fields = ("ref", "source", "external_id", "extra_fields")
+    readonly_fields = ("ref", "source", "external_id", "external_updated_at", "extra_fields")
     actions = ["investigate_selected"]
     change_form_template = "admin/tickets/ticket/change_form.html"
 
@@ -147,7 +147,7 @@ class TicketAdmin(StaffSiteAdmin):
         """A new ticket gets its ref on save (tickets.services.ticket_create); an existing one shows it."""
         if obj is None:
             return TicketForm.Meta.fields
-        return ("ref", "source", "external_id", *TicketForm.Meta.fields, "extra_fields")
+        return ("ref", "source", "external_id", "external_updated_at", *TicketForm.Meta.fields, "extra_fields")
 
     def get_readonly_fields(self, request, obj=None):
         return () if obj is None else self.readonly_fields
@@ -162,8 +162,10 @@ class TicketAdmin(StaffSiteAdmin):
         )
 
     def save_model(self, request, obj, form, change):
+        """A change writes the form's fields alone: the counters intake and runs bump under the ticket's lock
+        (messages, evidence) keep what they reached while the form was open."""
         if change:
-            super().save_model(request, obj, form, change)
+            obj.save(update_fields=list(TicketForm.Meta.fields))
         else:
             ticket_create(ticket=obj)
 
@@ -186,6 +188,7 @@ class TicketAdmin(StaffSiteAdmin):
                 can_investigate=can(request.user, "agentrun.start_investigation"),
                 investigate_url=reverse("admin:tickets_ticket_investigate", args=[ticket.pk]),
                 pending_packet=pending.order_by("-created_at").first(),
+                ticket_messages=ticket.messages.order_by("written_at", "number"),  # as written, then as they came
             )
         return super().change_view(request, object_id, form_url, extra_context=extra)
 

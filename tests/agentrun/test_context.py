@@ -15,6 +15,7 @@ from providers.context import (
     AttemptItem,
     Context,
     EvidenceItem,
+    MessageItem,
     cut_utf8,
     fence_id,
     fit_context,
@@ -109,6 +110,38 @@ def test_fit_context_never_exceeds_the_cap_for_any_text(body, contents, notes, c
     fitted = fit_context(ctx(body=body, items=[evidence(i, c) for i, c in enumerate(contents, 1)], notes=notes), cap)
     assert utf8_len(fitted.prompt) <= cap
     fitted.prompt.encode("utf-8")
+
+
+def test_follow_up_messages_are_shown_in_their_own_blocks_marked_by_author():
+    messages = (
+        MessageItem(1, "customer", "It was job J-42.", "2026-12-06T09:05:00+00:00"),
+        MessageItem(2, "staff", "Thanks"),
+    )
+    prompt = fit_context(replace(ctx(), messages=messages), 100_000).prompt
+    blocks, outside = read_blocks(prompt)
+    assert [block.strip() for block in blocks[1:]] == ["It was job J-42.", "Thanks"]
+    assert "Follow-up 1 on the ticket, from the customer, 2026-12-06T09:05:00+00:00:" in outside
+    assert "Follow-up 2 on the ticket, from staff:" in outside
+    assert prompt.index("It was job J-42.") < prompt.index("Evidence so far")
+
+
+def test_long_messages_are_cut_before_the_description():
+    body, message = "D" * 2000, "M" * 4000
+    full = replace(ctx(body=body), messages=(MessageItem(1, "customer", message),))
+    fitted = fit_context(full, utf8_len(render_prompt(full)) - 3000)
+    assert fitted.body == body and fitted.messages[0].body == "M" * 500 + " …"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    body=st.text(max_size=2000),
+    messages=st.lists(st.text(max_size=3000), max_size=4),
+    cap=st.integers(min_value=0, max_value=12000),
+)
+def test_fit_context_with_messages_never_exceeds_the_cap(body, messages, cap):
+    items = tuple(MessageItem(n, "customer", text) for n, text in enumerate(messages, 1))
+    fitted = fit_context(replace(ctx(body=body), messages=items), cap)
+    assert utf8_len(fitted.prompt) <= cap
 
 
 # --- untrusted text stays inside its data block ---------------------------------------------------
