@@ -21,6 +21,21 @@ class Account(models.Model):
         blank=True,
         help_text="Requesters' e-mail domains that are this account (comma-separated), e.g. acme.example.",
     )
+    # Caps on the runs intake starts by itself (AGENT_AUTO_INVESTIGATE); empty follows the settings.
+    auto_runs_per_hour = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Automatic investigations this account may get in any hour; empty: AGENT_AUTO_RUNS_PER_HOUR; "
+        "0: none.",
+    )
+    auto_dollars_per_day = models.DecimalField(
+        max_digits=10,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        help_text="Dollars this account's automatic investigations may spend in a day, the budgets of those still "
+        "going counted whole; empty: AGENT_AUTO_DOLLARS_PER_DAY; 0: none.",
+    )
 
     def __str__(self) -> str:
         return self.code
@@ -57,10 +72,20 @@ class CustomerUser(models.Model):
 
 
 class CustomerSession(models.Model):
+    """Who a ticket acts for. A session belongs to its `source`: intake from that help desk makes it and
+    keeps its `verified` and user up to date; intake from anywhere else is refused it, and a session made
+    here (blank source: staff, the demo) is never intake's to change."""
+
     ref = models.CharField(max_length=64, unique=True)
     account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="sessions")
     user = models.ForeignKey(CustomerUser, null=True, blank=True, on_delete=models.SET_NULL)
     verified = models.BooleanField(default=False)
+    source = models.CharField(
+        max_length=32,
+        blank=True,
+        default="",
+        help_text="The help desk that made this session and alone changes it (e.g. zendesk); blank when made here.",
+    )
 
     def __str__(self) -> str:
         return self.ref
@@ -88,6 +113,12 @@ class Ticket(models.Model):
     )
     extra = models.JSONField(
         default=dict, blank=True, help_text="Fields the help desk sent that intake does not read, kept as they came."
+    )
+    auto_held_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a cap of its account kept intake from investigating it."
+    )
+    auto_held_note = models.CharField(
+        max_length=300, blank=True, default="", help_text="Why it was not investigated automatically."
     )
 
     class Meta:

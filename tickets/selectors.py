@@ -13,7 +13,17 @@ from django.db import connection
 from django.db.models import F, Q
 
 from tickets.documents import Current
-from tickets.models import Account, CustomerSession, Document, DocumentRevision, Evidence, IntakeProblem, Job, Service
+from tickets.models import (
+    Account,
+    CustomerSession,
+    Document,
+    DocumentRevision,
+    Evidence,
+    IntakeProblem,
+    Job,
+    Service,
+    Ticket,
+)
 
 
 class Forbidden(Exception):
@@ -203,3 +213,8 @@ def documents_imported_from(*, origins: list[str]) -> set[str]:
 def intake_problems_open() -> int:
     """Refused intake requests staff have not brought in yet (the intake problems list's "not yet")."""
     return IntakeProblem.objects.filter(resolved_at__isnull=True).count()
+
+
+def tickets_auto_held() -> int:
+    """New tickets a cap kept from automatic investigation that nobody has investigated since."""
+    return Ticket.objects.filter(auto_held_at__isnull=False, runs__isnull=True, evaluation_copy=False).count()
