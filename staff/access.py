@@ -157,9 +157,11 @@ def investigate_new_ticket(*, ticket_id: int, requested_by: User | None) -> Run 
         with transaction.atomic():
             # The account's row lock, held until the run commits, makes counting and starting one step:
             # on PostgreSQL webhooks of one account that arrive together wait here in turn, and each counts
-            # the runs those before it started, so a burst cannot pass a cap. (SQLite, the demo's database,
-            # has no row locks; it lets one writer at a time through the whole database.)
-            account = Account.objects.select_for_update().get(pk=ticket.account_id)
+            # the runs those before it started, so a burst cannot pass a cap. NO KEY: intake writing a
+            # ticket of this account meanwhile (its foreign key takes KEY SHARE) neither waits nor deadlocks
+            # with us over the session it holds. (SQLite, the demo's database, has no row locks; it lets
+            # one writer at a time through the whole database.)
+            account = Account.objects.select_for_update(no_key=True).get(pk=ticket.account_id)
             now = timezone.now()
             held = auto_investigation_admit(account=account, now=now)
             if held is not None:
