@@ -1,6 +1,9 @@
 """Customers, their sessions and tickets, and what the agent may read about them."""
 
+from decimal import Decimal
+
 from django.contrib.postgres.search import SearchVectorField
+from django.core.validators import MinValueValidator
 from django.db import IntegrityError, models
 
 from kit.lines import validate_single_line
@@ -33,6 +36,7 @@ class Account(models.Model):
         decimal_places=2,
         null=True,
         blank=True,
+        validators=[MinValueValidator(Decimal(0))],
         help_text="Dollars this account's automatic investigations may spend in a day, the budgets of those still "
         "going counted whole; empty: AGENT_AUTO_DOLLARS_PER_DAY; 0: none.",
     )
