@@ -141,7 +141,7 @@ class QueueCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         from engine.selectors import queue_figures
-        from tickets.selectors import intake_problems_open
+        from tickets.selectors import intake_problems_open, tickets_auto_held
 
         figures = queue_figures()
         yield GaugeMetricFamily("supportagent_runs_queued", "Runs waiting for a worker.", value=figures.queued)
@@ -159,6 +159,11 @@ class QueueCollector(Collector):
             "supportagent_intake_problems_open",
             "Help-desk requests intake refused that staff have not brought in yet.",
             value=intake_problems_open(),
+        )
+        yield GaugeMetricFamily(
+            "supportagent_tickets_auto_held",
+            "New tickets a per-account cap kept from automatic investigation that nobody has investigated since.",
+            value=tickets_auto_held(),
         )
 
 

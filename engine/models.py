@@ -430,6 +430,13 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    source = models.CharField(
+        max_length=32,
+        blank=True,
+        default="",
+        help_text="The help desk (a ticket's source, e.g. zendesk) an integration's token sends tickets for; "
+        "POST /api/tickets refuses any other. Blank for staff tokens.",
+    )
 
     class Meta:
         ordering = ["-created_at"]

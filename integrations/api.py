@@ -10,7 +10,10 @@ from django.utils import timezone
 from ninja import Field, Router, Schema
 from ninja import Status as Reply
 from ninja.errors import ValidationError
+from ninja.openapi.schema import REF_TEMPLATE
+from ninja.schema import NinjaGenerateJsonSchema
 
+from engine.models import ApiToken
 from engine.permissions import require
 from integrations.zendesk import SIGNATURE_HEADER, TIMESTAMP_HEADER, zendesk_refusal
 from kit.apierrors import ERRORS, ErrorOut
@@ -56,24 +59,65 @@ def _reply(data: TicketIn, requested_by, *, source: str, body: bytes) -> Reply:
     return Reply(201 if result.created else 200, out)
 
 
-@router.post("/tickets", response={200: TicketOut, 201: TicketOut, ERRORS: ErrorOut})
-def intake_ticket(request, payload: TicketIn):
-    """Create a ticket from a help desk (201), or find the one with this source and external id (200) and
-    bring its subject, body and requester up to date; a `comment` becomes the ticket's next message.
-    The same request again changes nothing, and one older than the ticket's `updated_at` changes no field.
-    Integration users (`manage.py create_api_token NAME --integration`)."""
-    require(request.auth, "tickets.add_ticket")
-    require(request.auth, "tickets.change_ticket")
-    return _reply(payload, request.auth, source="api", body=request.body)
-
-
-# The body is read (and checked against the signature) in the view; the docs show its shape, POST /tickets's.
+# The body is read in the view, after the token or the signature has proved the sender, so that a body
+# intake refuses (a key twice, deep nesting, a shape that does not fit) is kept as an intake problem;
+# the docs show its shape, TicketIn.
 _BODY = {
     "requestBody": {
         "required": True,
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/TicketIn"}}},
     }
 }
+API = "api"  # IntakeProblem.source of a request to POST /api/tickets
+
+
+def _components(model: type[pydantic.BaseModel]) -> dict[str, Any]:
+    """`model`'s schema and those it refers to, as ninja writes a payload's into the OpenAPI components."""
+    schema = model.model_json_schema(ref_template=REF_TEMPLATE, schema_generator=NinjaGenerateJsonSchema)
+    return {**schema.pop("$defs", {}), model.__name__: schema}
+
+
+# What `_BODY` refers to; the API's root adds it to its OpenAPI components (no operation takes it as a payload).
+BODY_SCHEMAS = _components(TicketIn)
+
+
+@router.post("/tickets", response={200: TicketOut, 201: TicketOut, ERRORS: ErrorOut}, openapi_extra=_BODY)
+def intake_ticket(request):
+    """Create a ticket from a help desk (201), or find the one with this source and external id (200) and
+    bring its subject, body and requester up to date; a `comment` becomes the ticket's next message.
+    The same request again changes nothing, and one older than the ticket's `updated_at` changes no field.
+    Integration users' tokens, each bound to its help desk
+    (`manage.py create_api_token NAME --integration --source SLUG`): a ticket of another source is refused."""
+    require(request.auth, "tickets.add_ticket")
+    require(request.auth, "tickets.change_ticket")
+    token = getattr(request, "api_token", None)  # set by staff.auth.BearerToken; None for the admin's session
+    try:
+        source = _token_source(token)
+        data = _parse(request.body)
+        if data.source != source:
+            raise Refused(
+                "source_mismatch",
+                f"This token sends tickets for {source}; the ticket's source is {data.source}. "
+                f"Use a token made with --source {data.source}.",
+                403,
+            )
+    except (Refused, ValidationError) as exc:
+        raise _kept(exc, source=API, body=request.body) from None
+    return _reply(data, request.auth, source=API, body=request.body)
+
+
+def _token_source(token: ApiToken | None) -> str:
+    """The help desk the token is bound to. A token made before tokens were bound (or the admin's session)
+    is refused: which help desk's sessions it may touch is not ours to guess."""
+    if token is None or not token.source:
+        raise Refused(
+            "token_not_bound",
+            "This token is bound to no help desk. Make one that is, "
+            "`manage.py create_api_token NAME --integration --source SLUG` (e.g. --source zendesk), "
+            "and revoke this one.",
+            403,
+        )
+    return token.source
 
 
 @router.post(
@@ -99,6 +143,8 @@ def intake_zendesk(request):
         raise Refused("bad_signature", f"Not a signed Zendesk request: {refusal}.", 401)
     try:
         data = _parse(request.body)
+        if data.source != HelpDesk.ZENDESK:
+            raise ValidationError([{"loc": ["body", "source"], "msg": "must be 'zendesk' on this endpoint"}])
     except (Refused, ValidationError) as exc:
         raise _kept(exc, source=HelpDesk.ZENDESK, body=request.body) from None
     return _reply(data, None, source=HelpDesk.ZENDESK, body=request.body)
@@ -116,8 +162,6 @@ def _parse(body: bytes) -> TicketIn:
     except pydantic.ValidationError as exc:
         errors = [{"loc": ["body", *e["loc"]], "msg": e["msg"]} for e in exc.errors()]
         raise ValidationError(errors) from None
-    if data.source != HelpDesk.ZENDESK:
-        raise ValidationError([{"loc": ["body", "source"], "msg": "must be 'zendesk' on this endpoint"}])
     return data
 
 

@@ -15,8 +15,10 @@ from datetime import datetime
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
+from engine.autocaps import auto_investigation_admit, held_note
 from engine.config import ConfigError
 from engine.models import Approval, Evaluation, PacketReview, ReviewPacket, Run, RunRequest
 from engine.permissions import can, require
@@ -32,8 +34,8 @@ from providers import BuiltInModel, model_problem
 from staff.recheck import ItemCheck, packet_recheck
 from staff.reviews import ReviewError, packet_review
 from tickets.documents import DocumentText
-from tickets.models import Document, Ticket
-from tickets.services import PublishOutcome, document_publish
+from tickets.models import Account, Document, Ticket
+from tickets.services import PublishOutcome, document_publish, ticket_auto_hold
 
 log = logging.getLogger("agentrun")
 MAX_IDEMPOTENCY_KEY = 200
@@ -139,7 +141,9 @@ def _start_requested(*, ticket: Ticket, user: User | None, via: str, idempotency
 
 def investigate_new_ticket(*, ticket_id: int, requested_by: User | None) -> Run | None:
     """AGENT_AUTO_INVESTIGATE: a ticket intake has just made, or one the customer has just written on again,
-    is investigated as *Investigate* would (the new packet supersedes the ticket's pending one).
+    is investigated as *Investigate* would (the new packet supersedes the ticket's pending one), unless its
+    account has reached a cap on automatic runs (engine.autocaps): then the ticket says why and waits for
+    staff, who may still investigate it by hand.
 
     Called once intake commits, for the integration user (None for a signed
     webhook), whose role does not include starting investigations: the setting
@@ -151,7 +155,23 @@ def investigate_new_ticket(*, ticket_id: int, requested_by: User | None) -> Run 
     if ticket_active_run(ticket=ticket) is not None:
         return None
     try:
-        return _start_requested(ticket=ticket, user=requested_by, via=RunRequest.Via.INTAKE)
+        with transaction.atomic():
+            # The account's row lock, held until the run commits, makes counting and starting one step:
+            # on PostgreSQL webhooks of one account that arrive together wait here in turn, and each counts
+            # the runs those before it started, so a burst cannot pass a cap. NO KEY: intake writing a
+            # ticket of this account meanwhile (its foreign key takes KEY SHARE) neither waits nor deadlocks
+            # with us over the session it holds. (SQLite, the demo's database, has no row locks; it lets
+            # one writer at a time through the whole database.)
+            account = Account.objects.select_for_update(no_key=True).get(pk=ticket.account_id)
+            now = timezone.now()
+            held = auto_investigation_admit(account=account, now=now)
+            if held is not None:
+                ticket_auto_hold(ticket_id=ticket.pk, note=held_note(held=held, account=account, at=now), at=now)
+                log.warning(
+                    "ticket %s is not investigated automatically: %s reached %s", ticket.ref, account, held.reached
+                )
+                return None
+            return _start_requested(ticket=ticket, user=requested_by, via=RunRequest.Via.INTAKE)
     except (RunError, ConfigError) as exc:
         log.error("ticket %s is saved but its investigation could not start: %s", ticket.ref, exc)
         return None

@@ -14,6 +14,7 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import SessionAuth
 
+from integrations.api import BODY_SCHEMAS
 from integrations.api import router as tickets_router
 from kit.limits import body_size_check
 from staff.access import Refused
@@ -53,7 +54,15 @@ class Session(SessionAuth):
             raise
 
 
-api = NinjaAPI(
+class Api(NinjaAPI):
+    def get_openapi_schema(self, **kwargs):
+        """Ninja's schema, with the bodies the intake views read themselves (integrations.api.BODY_SCHEMAS)."""
+        schema = super().get_openapi_schema(**kwargs)
+        schema.setdefault("components", {}).setdefault("schemas", {}).update(BODY_SCHEMAS)
+        return schema
+
+
+api = Api(
     title="supportagent",
     description="Investigations, runs, review packets and approvals for staff scripts; tickets from help desks; "
     "documents from a knowledge base. "

@@ -11,6 +11,7 @@ import os
 import re
 import zoneinfo
 from datetime import timedelta
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import dj_database_url
@@ -49,6 +50,18 @@ def env_int(
     if value < minimum or (maximum is not None and value > maximum):
         bounds = f"at least {minimum}" if maximum is None else f"from {minimum} to {maximum}"
         raise ImproperlyConfigured(f"{name} must be {what} {bounds}, got {raw!r}")
+    return value
+
+
+def env_dollars(name: str, default: str) -> Decimal:
+    """An amount of dollars, 0 or more, to the cent (e.g. 10 or 12.50)."""
+    raw = env_str(name) or default
+    try:
+        value = Decimal(raw)
+    except InvalidOperation:
+        raise ImproperlyConfigured(f"{name} must be an amount of dollars such as 10 or 12.50, got {raw!r}") from None
+    if not value.is_finite() or value < 0 or value != value.quantize(Decimal("0.01")) or value >= 10**8:
+        raise ImproperlyConfigured(f"{name} must be dollars from 0 to 99999999.99, to the cent, got {raw!r}")
     return value
 
 
@@ -415,6 +428,11 @@ AGENT_PACKET_WEBHOOK_BACKOFF_CAP_SECONDS = env_float("AGENT_PACKET_WEBHOOK_BACKO
 # investigated at once when this is on. The Zendesk webhook's signing secret: unset, that endpoint
 # accepts nothing.
 AGENT_AUTO_INVESTIGATE = env_bool("AGENT_AUTO_INVESTIGATE", False)
+# Caps on those automatic investigations, per account (an account's own, set in the admin, replaces them):
+# runs started in the last hour, and dollars per day (what today's automatic runs spent, those still
+# going counted at their whole budget). A ticket over a cap waits for staff; 0 starts none.
+AGENT_AUTO_RUNS_PER_HOUR = env_int("AGENT_AUTO_RUNS_PER_HOUR", 20, minimum=0)
+AGENT_AUTO_DOLLARS_PER_DAY = env_dollars("AGENT_AUTO_DOLLARS_PER_DAY", "10")
 INTAKE_ZENDESK_SECRET = env_str("INTAKE_ZENDESK_SECRET")
 # The account (its code) a ticket gets when neither its account code, its organization nor its
 # requester's e-mail domain names one; unset, such a ticket goes to the intake problems list.

@@ -1,6 +1,9 @@
 """Customers, their sessions and tickets, and what the agent may read about them."""
 
+from decimal import Decimal
+
 from django.contrib.postgres.search import SearchVectorField
+from django.core.validators import MinValueValidator
 from django.db import IntegrityError, models
 
 from kit.lines import validate_single_line
@@ -20,6 +23,22 @@ class Account(models.Model):
         default=list,
         blank=True,
         help_text="Requesters' e-mail domains that are this account (comma-separated), e.g. acme.example.",
+    )
+    # Caps on the runs intake starts by itself (AGENT_AUTO_INVESTIGATE); empty follows the settings.
+    auto_runs_per_hour = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Automatic investigations this account may get in any hour; empty: AGENT_AUTO_RUNS_PER_HOUR; "
+        "0: none.",
+    )
+    auto_dollars_per_day = models.DecimalField(
+        max_digits=10,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal(0))],
+        help_text="Dollars this account's automatic investigations may spend in a day, the budgets of those still "
+        "going counted whole; empty: AGENT_AUTO_DOLLARS_PER_DAY; 0: none.",
     )
 
     def __str__(self) -> str:
@@ -57,10 +76,20 @@ class CustomerUser(models.Model):
 
 
 class CustomerSession(models.Model):
+    """Who a ticket acts for. A session belongs to its `source`: intake from that help desk makes it and
+    keeps its `verified` and user up to date; intake from anywhere else is refused it, and a session made
+    here (blank source: staff, the demo) is never intake's to change."""
+
     ref = models.CharField(max_length=64, unique=True)
     account = models.ForeignKey(Account, on_delete=models.CASCADE, related_name="sessions")
     user = models.ForeignKey(CustomerUser, null=True, blank=True, on_delete=models.SET_NULL)
     verified = models.BooleanField(default=False)
+    source = models.CharField(
+        max_length=32,
+        blank=True,
+        default="",
+        help_text="The help desk that made this session and alone changes it (e.g. zendesk); blank when made here.",
+    )
 
     def __str__(self) -> str:
         return self.ref
@@ -97,6 +126,12 @@ class Ticket(models.Model):
         blank=True,
         help_text="When the help desk last updated the ticket, as its latest request said; an older request "
         "changes no field.",
+    )
+    auto_held_at = models.DateTimeField(
+        null=True, blank=True, help_text="When a cap of its account kept intake from investigating it."
+    )
+    auto_held_note = models.CharField(
+        max_length=300, blank=True, default="", help_text="Why it was not investigated automatically."
     )
 
     class Meta:

@@ -22,6 +22,7 @@ from tickets.models import (
     IntakeProblem,
     Job,
     Service,
+    Ticket,
     TicketMessage,
 )
 
@@ -234,3 +235,8 @@ def ticket_customer_wrote_after(*, ticket_id: int, number: int) -> bool:
     return TicketMessage.objects.filter(
         ticket_id=ticket_id, number__gt=number, author=TicketMessage.Author.CUSTOMER
     ).exists()
+
+
+def tickets_auto_held() -> int:
+    """New tickets a cap kept from automatic investigation that nobody has investigated since."""
+    return Ticket.objects.filter(auto_held_at__isnull=False, runs__isnull=True, evaluation_copy=False).count()

@@ -125,7 +125,7 @@ def _intake(data: TicketIn, requested_by: User | None) -> Intake:
     account = account_for_intake(data)
     ticket = Ticket.objects.select_for_update().filter(source=data.source, external_id=data.external_id).first()
     if ticket is None:
-        session, updated = _session(data.session, account)
+        session, updated = _session(data.session, account, source=data.source)
         ticket = _ticket_create(data, account, session)
         message = _comment_add(ticket, data)
         if settings.AGENT_AUTO_INVESTIGATE:
@@ -149,7 +149,7 @@ def _outdated(ticket: Ticket, data: TicketIn) -> bool:
 
 def _ticket_update(ticket: Ticket, data: TicketIn, account: Account) -> tuple[str, ...]:
     """Bring the locked ticket and its session to what `data` says; the names of what changed."""
-    session, updated = _session(data.session, account)
+    session, updated = _session(data.session, account, source=data.source)
     wanted = {"subject": data.subject, "body": data.body, "session": session, "extra": data.model_extra or {}}
     if data.updated_at is not None:
         wanted["external_updated_at"] = data.updated_at
@@ -161,18 +161,21 @@ def _ticket_update(ticket: Ticket, data: TicketIn, account: Account) -> tuple[st
     return (*updated, *[name.removeprefix("external_") for name in changed])
 
 
-def _session(data: SessionIn, account: Account) -> tuple[CustomerSession, tuple[str, ...]]:
-    """The session with `data.ref`, made or brought up to date; refused when it is another account's.
+def _session(data: SessionIn, account: Account, *, source: str) -> tuple[CustomerSession, tuple[str, ...]]:
+    """The session with `data.ref`, made or brought up to date; refused when it is another account's,
+    or not `source`'s own (made here by staff, or by another help desk).
 
-    `verified` follows the help desk. The email links the account's user with
-    that address; a user of another account is never linked (the session is left unlinked).
+    `verified` follows the help desk that made the session, and only that one. The email links the
+    account's user with that address; a user of another account is never linked (the session is left unlinked).
     """
     session = CustomerSession.objects.select_for_update().filter(ref=data.ref).first()
     if session is not None and session.account_id != account.pk:
         raise IntakeError("session_mismatch", f"Session {data.ref} belongs to another account.", 409)
+    if session is not None and session.source != source:
+        raise IntakeError("session_source_mismatch", _not_yours(session, source), 409)
     if session is None:
         session = CustomerSession.objects.create(
-            ref=data.ref, account=account, verified=data.verified, user=_user(data.email, account)
+            ref=data.ref, account=account, verified=data.verified, user=_user(data.email, account), source=source
         )
         return session, ()
     wanted = {"verified": data.verified}
@@ -184,6 +187,14 @@ def _session(data: SessionIn, account: Account) -> tuple[CustomerSession, tuple[
     if changed:
         session.save(update_fields=changed)
     return session, tuple(f"session.{name}" for name in changed)
+
+
+def _not_yours(session: CustomerSession, source: str) -> str:
+    whose = f"belongs to {session.source}, not to {source}" if session.source else "was made here by staff"
+    return (
+        f"Session {session.ref} {whose}: intake from {source} may neither use nor change it. "
+        f"Send the session ref {source} has for the requester."
+    )
 
 
 def _user(email: str | None, account: Account) -> CustomerUser | None:
@@ -368,6 +379,11 @@ def _staff_ref_next() -> str:
     )
     number = int(highest.removeprefix(STAFF_REF_PREFIX)) if highest else STAFF_REF_FIRST - 1
     return f"{STAFF_REF_PREFIX}{number + 1}"
+
+
+def ticket_auto_hold(*, ticket_id: int, note: str, at: datetime) -> None:
+    """Say on the ticket why intake did not investigate it (a cap of its account), for staff to see."""
+    Ticket.objects.filter(pk=ticket_id).update(auto_held_at=at, auto_held_note=note[:300])
 
 
 def _investigate_on_commit(ticket: Ticket, requested_by: User | None) -> None:

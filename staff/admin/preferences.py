@@ -25,7 +25,7 @@ PERMISSION_BUDGET = "agentrun.change_budget_defaults"
 class ApiTokenAdmin(StaffSiteAdmin):
     """Each user manages their own tokens; the token text is shown once, at creation."""
 
-    list_display = ("name", "prefix", "user", "created_at", "last_used_at", "revoked_at")
+    list_display = ("name", "prefix", "user", "source", "created_at", "last_used_at", "revoked_at")
     fields = ("name",)
     actions = ["revoke"]
 

@@ -73,6 +73,22 @@ class PendingPacketFilter(admin.SimpleListFilter):
         return queryset
 
 
+class AutoHeldFilter(admin.SimpleListFilter):
+    """Tickets a cap of their account kept from automatic investigation (engine.autocaps), for supervisors."""
+
+    title, parameter_name = "automatic investigation", "auto_held"
+
+    def lookups(self, request, model_admin):
+        return [("waiting", "Held by a cap, not investigated since"), ("all", "Held by a cap")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "waiting":
+            return queryset.filter(auto_held_at__isnull=False, latest_status__isnull=True)
+        if self.value() == "all":
+            return queryset.filter(auto_held_at__isnull=False)
+        return queryset
+
+
 class TicketForm(forms.ModelForm):
     """What staff write on a ticket; the ticket acts for its customer's session, which must belong to
     the ticket's account. The ref, source and external id are the system's (shown, never typed), and
@@ -99,9 +115,9 @@ class TicketAdmin(StaffSiteAdmin):
     form = TicketForm
     list_display = ("ref", "subject", "account", "latest_run_status", "packet_state", "created_at")
     list_select_related = ("account",)
-    list_filter = ("account", LatestRunFilter, PendingPacketFilter)
+    list_filter = ("account", LatestRunFilter, PendingPacketFilter, AutoHeldFilter)
     search_fields = ("ref", "subject", "body", "session__user__email")
-    readonly_fields = ("ref", "source", "external_id", "external_updated_at", "extra_fields")
+    readonly_fields = ("ref", "source", "external_id", "external_updated_at", "extra_fields", "auto_held_note")
     actions = ["investigate_selected"]
     change_form_template = "admin/tickets/ticket/change_form.html"
 
@@ -147,7 +163,8 @@ class TicketAdmin(StaffSiteAdmin):
         """A new ticket gets its ref on save (tickets.services.ticket_create); an existing one shows it."""
         if obj is None:
             return TicketForm.Meta.fields
-        return ("ref", "source", "external_id", "external_updated_at", *TicketForm.Meta.fields, "extra_fields")
+        held = ("auto_held_note",) if obj.auto_held_at else ()
+        return ("ref", "source", "external_id", "external_updated_at", *TicketForm.Meta.fields, "extra_fields", *held)
 
     def get_readonly_fields(self, request, obj=None):
         return () if obj is None else self.readonly_fields
@@ -422,11 +439,24 @@ class AccountForm(forms.ModelForm):
 
     class Meta:
         model = Account
-        fields = ("code", "name", "workspace", "org_ids", "email_domains")
+        fields = ("code", "name", "workspace", "org_ids", "email_domains", "auto_runs_per_hour", "auto_dollars_per_day")
 
 
 admin.site.register(
     Account, StaffSiteAdmin, form=AccountForm, list_display=("code", "name", "workspace", "org_ids", "email_domains")
 )
 admin.site.register(CustomerUser, StaffSiteAdmin, list_display=("email", "account", "role"))
-admin.site.register(CustomerSession, StaffSiteAdmin, list_display=("ref", "account", "user", "verified"))
+
+
+@admin.register(CustomerSession)
+class CustomerSessionAdmin(StaffSiteAdmin):
+    """A help desk's session changes only through its help desk: here its source, account and `verified`
+    are shown, not edited. Sessions staff make have a blank source and stay theirs."""
+
+    list_display = ("ref", "account", "user", "verified", "source")
+    list_filter = ("source",)
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is not None and obj.source:
+            return ("source", "ref", "account", "verified")
+        return ("source",)

@@ -33,8 +33,9 @@ def client_for(user: User) -> Client:
     return client
 
 
-def bearer(user: User) -> dict[str, str]:
-    _, raw = token_create(user=user, name="test")
+def bearer(user: User, *, source: str = "") -> dict[str, str]:
+    """An Authorization header with a new token of `user` (an integration's bound to the help desk `source`)."""
+    _, raw = token_create(user=user, name="test", source=source)
     return {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
 
 

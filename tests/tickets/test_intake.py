@@ -14,7 +14,7 @@ from engine.models import Run, RunRequest
 from engine.roles import INTEGRATIONS, integration_user_setup
 from engine.selectors import run_context
 from engine.services import investigation_start
-from staff.auth import token_user
+from staff.auth import token_read, token_user
 from tests.support.staff import bearer, make_runs
 from tickets.intake import ref_candidates
 from tickets.models import CustomerSession, CustomerUser, Ticket
@@ -37,7 +37,7 @@ def integration_user(roles) -> User:
 
 @pytest.fixture
 def post(client, integration_user):
-    headers = bearer(integration_user)
+    headers = bearer(integration_user, source="zendesk")
 
     def _post(payload=None, **changes):
         data = {**(payload or PAYLOAD), **changes}
@@ -123,13 +123,14 @@ def test_a_run_keeps_the_text_it_started_with_after_the_ticket_changes(post, cli
 
 
 def test_verified_follows_the_help_desk(post, demo):
-    anon = {**PAYLOAD["session"], "ref": "S-ACME-ANON", "verified": True}
-    response = post(session=anon)
+    anon = {"ref": "zd-user-905", "verified": False}
+    assert post(session=anon).status_code == 201
+    response = post(session={**anon, "verified": True, "email": "dana@acme.example"}, external_id="48214")
     assert response.status_code == 201 and response.json()["updated"] == ["session.verified", "session.user"]
-    session = CustomerSession.objects.get(ref="S-ACME-ANON")
-    assert session.verified is True and session.user.email == "dana@acme.example"
-    post(session={**anon, "verified": False}, external_id="48214")
-    assert CustomerSession.objects.get(ref="S-ACME-ANON").verified is False
+    session = CustomerSession.objects.get(ref="zd-user-905")
+    assert session.verified is True and session.user.email == "dana@acme.example" and session.source == "zendesk"
+    post(session={**anon, "verified": False}, external_id="48215")
+    assert CustomerSession.objects.get(ref="zd-user-905").verified is False
 
 
 def test_an_email_of_another_accounts_user_does_not_link(post, demo):
@@ -252,20 +253,21 @@ def test_without_a_token_intake_is_refused(client, demo):
 
 
 def test_create_api_token_integration_makes_the_user_and_its_token(db, capsys):
-    call_command("create_api_token", "zendesk", "--integration")
+    call_command("create_api_token", "zendesk", "--integration", "--source", "zendesk")
     raw = capsys.readouterr().out.strip()
+    assert token_read(raw=raw).source == "zendesk"
     user = token_user(raw=raw)
     assert user.username == "zendesk" and not user.is_staff and not user.has_usable_password()
     assert list(user.groups.values_list("name", flat=True)) == [INTEGRATIONS]
     assert user.has_perm("tickets.add_ticket") and user.has_perm("tickets.change_document")
     assert not user.has_perm("tickets.view_ticket") and not user.has_perm("agentrun.start_investigation")
-    call_command("create_api_token", "zendesk", "--integration")  # a second token for the same user
+    call_command("create_api_token", "zendesk", "--integration", "--source", "zendesk")  # a second token
     assert user.api_tokens.count() == 2
 
 
 def test_create_api_token_integration_refuses_a_staff_user(staff_user):
     with pytest.raises(CommandError, match="another role"):
-        call_command("create_api_token", "staff", "--integration")
+        call_command("create_api_token", "staff", "--integration", "--source", "zendesk")
     assert list(staff_user.groups.values_list("name", flat=True)) == ["Support staff"]
 
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("tickets", "0010_intake_accounts_and_problems"),
+        ("tickets", "0011_document_fields_describe_guide_imports"),
     ]
 
     operations = [
