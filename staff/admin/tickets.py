@@ -33,6 +33,7 @@ from tickets.models import (
     Evidence,
     Incident,
     Job,
+    SearchSynonym,
     Service,
     Ticket,
 )
@@ -417,3 +418,12 @@ admin.site.register(
 )
 admin.site.register(CustomerUser, StaffSiteAdmin, list_display=("email", "account", "role"))
 admin.site.register(CustomerSession, StaffSiteAdmin, list_display=("ref", "account", "user", "verified"))
+
+
+@admin.register(SearchSynonym)
+class SearchSynonymAdmin(StaffSiteAdmin):
+    """Words the knowledge base's search takes as one ("2FA, two-step login"); a worker reads them within
+    tickets.search.SYNONYMS_KEPT_SECONDS. Knowledge editors keep them; staff read them."""
+
+    list_display = ("words",)
+    search_fields = ("words",)
