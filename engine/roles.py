@@ -24,6 +24,7 @@ _READ = [
     "tickets.view_customersession",
     "tickets.view_document",
     "tickets.view_documentrevision",
+    "tickets.view_searchsynonym",
     "tickets.view_job",
     "tickets.view_service",
     "tickets.view_incident",
@@ -72,6 +73,10 @@ ROLES: dict[str, list[str]] = {
         "tickets.add_document",
         "tickets.change_document",
         "tickets.view_documentrevision",
+        "tickets.view_searchsynonym",
+        "tickets.add_searchsynonym",
+        "tickets.change_searchsynonym",
+        "tickets.delete_searchsynonym",
     ],
     INTEGRATIONS: ["tickets.add_ticket", "tickets.change_ticket", "tickets.add_document", "tickets.change_document"],
 }

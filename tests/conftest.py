@@ -19,6 +19,7 @@ from engine.roles import SUPERVISORS, SUPPORT_STAFF, roles_setup
 from engine.waiting import operations_settle
 from scenarios.format import Scenario
 from scenarios.runner import run_scenario
+from tests.support.sqlitesearch import SqliteSearch
 from tests.support.staff import client_for, make_user
 from tickets.demo import seed_demo
 from tickets.models import CustomerSession, Ticket
@@ -97,6 +98,12 @@ def staff_client(staff_user) -> Client:
 @pytest.fixture
 def supervisor_client(supervisor_user) -> Client:
     return client_for(supervisor_user)
+
+
+@pytest.fixture(scope="session")
+def sqlite_search(tmp_path_factory) -> SqliteSearch:
+    """The knowledge base's search on SQLite, the embedded default, played in fresh processes."""
+    return SqliteSearch(tmp_path_factory.mktemp("sqlite-search"))
 
 
 # --- operations the loop stopped waiting for ------------------------------------------------

@@ -3,6 +3,7 @@
 from decimal import Decimal
 
 from django.contrib.postgres.search import SearchVectorField
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import IntegrityError, models
 
@@ -320,6 +321,34 @@ class DocumentRevision(models.Model):
             raise RevisionFrozen(
                 f"{stored[0]} r{stored[1]} is published and its text never changes: publish a new revision instead."
             )
+
+
+class SearchSynonym(models.Model):
+    """Words and phrases that mean the same to the knowledge base's search ("2FA, two-step login").
+
+    A query holding any of them finds documents holding any other (tickets.search).
+    """
+
+    words = models.CharField(
+        max_length=500,
+        unique=True,
+        validators=[validate_single_line],
+        help_text="Two or more words or phrases that mean the same, comma-separated: 2FA, two-step login.",
+    )
+
+    class Meta:
+        ordering = ["words"]
+        verbose_name = "search synonym"
+
+    def __str__(self) -> str:
+        return self.words
+
+    def phrases(self) -> list[str]:
+        return [p.strip() for p in self.words.split(",") if p.strip()]
+
+    def clean(self) -> None:
+        if len(set(p.casefold() for p in self.phrases())) < 2:
+            raise ValidationError({"words": "Give two or more words or phrases, comma-separated."})
 
 
 class Job(models.Model):

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import operator
-import re
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
-from functools import reduce
 
-from django.contrib.postgres.search import SearchQuery, SearchRank
-from django.db import connection
-from django.db.models import F, Q
+from django.db.models import Q
 
 from tickets.documents import Current
 from tickets.models import (
@@ -101,83 +96,11 @@ def service_get_with_incidents(*, name: str, recent: int = 5) -> tuple[Service, 
     return service, list(service.incidents.all()[:recent])
 
 
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_SUFFIXES = ("ing", "ed", "es", "s", "e")  # "rename", "renamed", "renaming": all "renam"
-
-
-def _stem(word: str) -> str:
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
-            return word[: -len(suffix)]
-    return word
-
-
-def query_terms(query: str) -> list[str]:
-    return list(dict.fromkeys(_stem(w) for w in _WORD.findall(query.casefold())))
-
-
-def documents_search(*, query: str, limit: int) -> list[DocumentRevision]:
-    """Current revisions of public documents ranked by how well they match `query`.
-
-    PostgreSQL full-text search where the database is PostgreSQL (any term may
-    match; rank orders), a portable term-count ranking elsewhere.
-    """
-    terms = query_terms(query)
-    if not terms:
-        return []
-    if connection.vendor == "postgresql":
-        # PostgreSQL stems with its own English dictionary, as it stemmed the documents: it is given
-        # the words as written (ours would cut "access" to "acces", which its stemmer then misses).
-        return _documents_search_postgres(list(dict.fromkeys(_WORD.findall(query.casefold()))), limit)
-    current = DocumentRevision.objects.filter(is_current=True, document__public=True).select_related("document")
-    return _documents_search_portable(current, terms, limit)
-
-
 def documents_current_revisions(*, codes: list[str]) -> dict[str, str]:
     """{code: "rN"} for the documents among `codes` that a search may find now (public, with a current
     revision); a retired, hidden or deleted document is left out."""
     current = DocumentRevision.objects.filter(is_current=True, document__public=True, document__code__in=codes)
     return {code: f"r{number}" for code, number in current.values_list("document__code", "number")}
-
-
-def _documents_search_postgres(terms: list[str], limit: int) -> list[DocumentRevision]:
-    """Ranked by ts_rank over the revisions' stored vectors (the title weighs A, the body B, in the
-    English configuration); ties by code."""
-    query = reduce(operator.or_, (SearchQuery(term, config="english", search_type="plain") for term in terms))
-    found = (
-        DocumentRevision.objects.filter(is_current=True, document__public=True, search_vector=query)
-        .annotate(rank=SearchRank(F("search_vector"), query))
-        .order_by("-rank", "document__code")
-        .select_related("document")
-        .defer("search_vector")
-    )
-    return list(found[:limit])
-
-
-def _documents_search_portable(current, terms: list[str], limit: int) -> list[DocumentRevision]:
-    """Ranked by the words that begin with a term, a title word counting twice; ties by code."""
-    scored = []
-    for revision in current:
-        title = _WORD.findall(revision.document.title.casefold())
-        body = _WORD.findall(revision.body.casefold())
-        score = sum(2 * _starting(title, t) + _starting(body, t) for t in terms)
-        if score:
-            scored.append((-score, revision.document.code, revision))
-    scored.sort(key=lambda row: row[:2])
-    return [row[2] for row in scored[:limit]]
-
-
-def _starting(words: list[str], term: str) -> int:
-    return sum(1 for word in words if word.startswith(term))
-
-
-def excerpt(text: str, terms: list[str], width: int = 240) -> str:
-    """A window of `text` around the first matching term."""
-    folded = text.casefold()
-    hits = [folded.find(t) for t in terms if folded.find(t) >= 0]
-    start = max(min(hits) - 60, 0) if hits else 0
-    window = text[start : start + width]
-    return ("…" if start else "") + window + ("…" if start + width < len(text) else "")
 
 
 def evidence_refs_for_ticket(*, ticket_id: int) -> set[str]:

@@ -15,7 +15,8 @@ from typing import Annotated, Any
 from pydantic import Field, StringConstraints, field_validator
 
 from kit.sources import cut_excerpt
-from tickets.selectors import SessionScope, documents_current_revisions, documents_search, excerpt, query_terms
+from tickets.search import best_passage, documents_search, query_of
+from tickets.selectors import SessionScope, documents_current_revisions
 from tools.base import CitedDocument, ResultView, Tool, ToolArgs, anyone
 from tools.compare import Comparison, Difference, by_id, word
 from tools.lookups import UNBOUNDED, Lookup, ToolResult
@@ -43,13 +44,13 @@ class SearchDocsArgs(ToolArgs):
 
 def search_docs(scope: SessionScope, args: dict[str, Any], lookup: Lookup = UNBOUNDED) -> ToolResult:
     revisions = documents_search(query=args["query"], limit=args["max_results"])
-    terms = query_terms(args["query"])
+    query = query_of(args["query"])
     results = [
         {
             "id": r.document.code,
             "revision": r.label,
             "title": r.document.title,
-            "excerpt": excerpt(r.body, terms),
+            "excerpt": best_passage(r.body, query),
         }
         | ({"url": r.document.url} if r.document.url else {})
         for r in revisions

@@ -34,6 +34,7 @@ from tickets.models import (
     Evidence,
     Incident,
     Job,
+    SearchSynonym,
     Service,
     Ticket,
 )
@@ -460,3 +461,12 @@ class CustomerSessionAdmin(StaffSiteAdmin):
         if obj is not None and obj.source:
             return ("source", "ref", "account", "verified")
         return ("source",)
+
+
+@admin.register(SearchSynonym)
+class SearchSynonymAdmin(StaffSiteAdmin):
+    """Words the knowledge base's search takes as one ("2FA, two-step login"); a worker reads them within
+    tickets.search.SYNONYMS_KEPT_SECONDS. Knowledge editors keep them; staff read them."""
+
+    list_display = ("words",)
+    search_fields = ("words",)

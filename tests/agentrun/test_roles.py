@@ -48,7 +48,7 @@ def test_supervisors_can_do_everything_staff_can_and_more(staff_user, supervisor
     assert all(supervisor_user.has_perm(p) for p in staff_only | supervisor_extra)
 
 
-def test_knowledge_editors_may_read_add_and_publish_documents_and_nothing_else(db):
+def test_knowledge_editors_may_read_add_and_publish_documents_keep_synonyms_and_nothing_else(db):
     group = roles_setup()[KNOWLEDGE_EDITORS]
     perms = {f"{p.content_type.app_label}.{p.codename}" for p in group.permissions.select_related("content_type")}
     assert perms == {
@@ -56,6 +56,10 @@ def test_knowledge_editors_may_read_add_and_publish_documents_and_nothing_else(d
         "tickets.add_document",
         "tickets.change_document",
         "tickets.view_documentrevision",
+        "tickets.view_searchsynonym",
+        "tickets.add_searchsynonym",
+        "tickets.change_searchsynonym",
+        "tickets.delete_searchsynonym",
     }
 
 

@@ -7,7 +7,7 @@ from django.contrib.auth.models import Permission, User
 
 from tests.support.staff import PASSWORD, bearer
 from tickets.models import Document, DocumentRevision
-from tickets.selectors import documents_search
+from tickets.search import documents_search
 
 PAGE = {"title": "Moving a workspace", "body": "Moving keeps every heron in place.", "public": True}
 

@@ -230,7 +230,9 @@ def test_a_customer_message_while_a_run_is_going_starts_none(zendesk, settings):
 
 
 def test_the_api_endpoint_takes_a_comment_too(live_server, demo_committed, roles):
-    headers = {"Authorization": bearer(integration_user_setup(username="zendesk"), source="zendesk")["HTTP_AUTHORIZATION"]}
+    headers = {
+        "Authorization": bearer(integration_user_setup(username="zendesk"), source="zendesk")["HTTP_AUTHORIZATION"]
+    }
     payload = _comment("c-1", "The job was J-42.", author="customer", updated_at="2026-12-06T09:05:00+01:00")
     request = urllib.request.Request(
         f"{live_server.url}/api/tickets",

@@ -12,7 +12,7 @@ from django.core.management.base import CommandError
 
 from tickets.docfiles import DocumentFileError, code_from_filename, document_from_file
 from tickets.models import Document, DocumentRevision, Evidence
-from tickets.selectors import _documents_search_portable, documents_search, query_terms
+from tickets.search import documents_search
 from tickets.services import document_publish
 
 GOOD = {
@@ -72,12 +72,6 @@ def found(query: str) -> list[str]:
     return [r.document.code for r in documents_search(query=query, limit=5)]
 
 
-def found_portably(query: str) -> list[str]:
-    """The search other databases use (term counts over the current public revisions)."""
-    current = DocumentRevision.objects.filter(is_current=True, document__public=True).select_related("document")
-    return [r.document.code for r in _documents_search_portable(current, query_terms(query), 5)]
-
-
 @pytest.fixture
 def kb(tmp_path, demo) -> Path:
     write(tmp_path, GOOD)
@@ -103,8 +97,8 @@ def test_a_folder_imports_markdown_html_and_text(kb):
     assert all(r.label == "r1" for r in DocumentRevision.objects.filter(document__in=docs.values()))
 
 
-@pytest.mark.parametrize("search", [found, found_portably])
-def test_search_finds_the_imported_text(kb, search):
+def test_search_finds_the_imported_text(kb):
+    search = found
     import_docs(str(kb))
     assert search("zebrafish") == ["GUIDES_CSV-EXPORT-PERMISSIONS"]
     assert search("okapi") == ["SSO"] and search("dingo") == ["NOTES_RATE-LIMITS"]

@@ -15,7 +15,7 @@ from engine.timeline import evidence_for
 from tests.support.staff import client_for
 from tickets.demo import seed_demo
 from tickets.models import Document, DocumentRevision, RevisionFrozen, Ticket
-from tickets.selectors import documents_search
+from tickets.search import documents_search
 from tickets.services import document_publish
 
 THIRTY_DAYS = "Old links redirect for 30 days."
