@@ -23,12 +23,12 @@ import hashlib
 import itertools
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from tools.registry import TOOLS
+from tools.registry import TOOLS, Catalog
 
 OMITTED = "(omitted to fit the input budget)"
 
@@ -73,6 +73,8 @@ class Context:
     allowances: dict[str, Any] = field(default_factory=dict)
     prompt: str = ""
     fence_key: str = ""  # the seed of the data blocks' id (see fence_id); the run's own secret in production
+    # What each tool's source lists for its arguments to name (read_service_status: the operator's services).
+    catalogs: Mapping[str, Catalog] = field(default_factory=dict)
 
     @property
     def size_bound(self) -> int:
