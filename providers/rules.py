@@ -151,8 +151,7 @@ class Investigation:
                 sentences.append(self._job_sentence(job))
                 cited.append(job["ref"])
         for item in self.by_tool.get(SERVICES, []):
-            status = _content(item)
-            sentences.append(f"Service {status.get('service')} is {status.get('status')} [{item.ref}].")
+            sentences.append(self._service_sentence(item))
             cited.append(item.ref)
         if not cited:
             return {"handoff": self.handoff_reason()}
@@ -216,6 +215,16 @@ class Investigation:
             f"The documentation search for “{query}” [{item.ref}] found {found}; {', '.join(naming)} mentions"
             f" “{query}”, but the rules explain an error only for a job record that shows it, and none did."
         )
+
+    @staticmethod
+    def _service_sentence(item: EvidenceItem) -> str:
+        """The service's status and the incidents its source lists for it (a page's incident may be page-wide)."""
+        status = _content(item)
+        incidents = "; ".join(
+            f"{i.get('id')} “{i.get('title')}” ({i.get('status')})" for i in status.get("incidents", [])
+        )
+        listed = f"; incidents: {incidents}" if incidents else ""
+        return f"Service {status.get('service')} is {status.get('status')} [{item.ref}]{listed}."
 
     @staticmethod
     def _job_sentence(job: dict[str, Any]) -> str:
