@@ -225,8 +225,9 @@ class Tool:
     result and a fresh one; `standing` reads what it needs besides the fresh result (for a search, its
     cited documents as they stand now), or None. `catalog(wait)` is what the tool's source lists for an
     argument to name (read_service_status: the operator's services), or None when it lists nothing or
-    could not be read: `wait` is how long the source may be waited for (0: only what needs no waiting,
-    our own database or what was read last; None: no read at all, what was read last).
+    could not be read. `wait` > 0: before a model request, how long the source may be waited for (what
+    was read a short while ago may stand); 0: for the check of a call, as the source is now where that
+    needs no waiting (our own database), else as read last; None: no read at all, as read last.
     """
 
     name: str

@@ -22,6 +22,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist
+from django.db.models.signals import post_delete, post_save
 from pydantic import AwareDatetime, Field, ValidationInfo, field_validator
 
 from tickets.models import Service
@@ -112,14 +113,14 @@ class _Read:
     at: float  # time.monotonic() when it was read
 
 
-_last_read: dict[str, _Read] = {}  # by source: "database", or the status page's URL
+DATABASE = "database"
+_last_read: dict[str, _Read] = {}  # by source: DATABASE, or the status page's URL
 _last_read_lock = threading.Lock()  # held while the page is read, so that one thread reads it for all
 
 
-def _remember(source: str, catalog: Catalog | None) -> Catalog | None:
+def _remember(source: str, catalog: Catalog) -> None:
     with _last_read_lock:
         _last_read[source] = _Read(catalog, time.monotonic())
-    return catalog
 
 
 def _read_last(source: str) -> Catalog | None:
@@ -129,14 +130,32 @@ def _read_last(source: str) -> Catalog | None:
 
 
 def catalog_from_database(wait: float | None) -> Catalog | None:
-    """The Service rows (one query); with `wait` None, the rows this process read last."""
-    return _read_last("database") if wait is None else _database_catalog()
+    """The Service rows: as they are now for the check of a call (`wait` 0, one query); before a model request
+    (`wait` > 0), as read within CATALOG_SECONDS, so that a run's requests cost no query; with `wait` None, as
+    this process read them last. A row saved or deleted in this process is seen at once (`_forget_rows`)."""
+    if wait is None:
+        return _read_last(DATABASE)
+    if wait > 0:
+        with _last_read_lock:
+            last = _last_read.get(DATABASE)
+        if last is not None and time.monotonic() - last.at < CATALOG_SECONDS:
+            return last.catalog
+    return _database_catalog()
 
 
 def _database_catalog() -> Catalog:
     catalog = Catalog.of(service_names())
-    _remember("database", catalog)
+    _remember(DATABASE, catalog)
     return catalog
+
+
+def _forget_rows(**kwargs: Any) -> None:
+    with _last_read_lock:
+        _last_read.pop(DATABASE, None)
+
+
+post_save.connect(_forget_rows, sender=Service, dispatch_uid="read_service_status.forget_rows")
+post_delete.connect(_forget_rows, sender=Service, dispatch_uid="read_service_status.forget_rows")
 
 
 def catalog_from_page(wait: float | None) -> Catalog | None:

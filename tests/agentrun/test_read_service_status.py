@@ -12,6 +12,8 @@ import threading
 import time
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from engine.models import Run
 from engine.selectors import run_report
@@ -130,6 +132,19 @@ def test_the_database_backend_lists_the_service_rows(play):
     assert [(d["args"], d["outcome"]) for d in report["dispatched"]] == [({"service": "management-portal"}, "ok")]
     content = json.loads(Evidence.objects.get(run_id=report["run"]).content)
     assert (content["service"], content["status"], content["incidents"]) == ("Management Portal", "major_outage", [])
+
+
+def test_the_rows_are_kept_for_model_requests_and_read_afresh_to_check_a_call(demo_committed):
+    catalog = TOOLS["read_service_status"].catalog
+    assert list(catalog(5.0).names) == ["api", "auth", "billing", "export"]
+    with CaptureQueriesContext(connection) as queries:
+        assert list(catalog(5.0).names) == ["api", "auth", "billing", "export"]  # kept: a run's requests cost none
+    assert len(queries) == 0
+    Service.objects.create(name="Management Portal", status="operational")  # this process forgets what it kept
+    with CaptureQueriesContext(connection) as queries:
+        assert "Management Portal" in catalog(5.0).names
+        assert "Management Portal" in catalog(0).names  # the check of a call reads the table as it is now
+    assert len(queries) == 2
 
 
 # --- the names as a model is offered them --------------------------------------------------------------
