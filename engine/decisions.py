@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from engine.budgets import Budget, Usage, tool_attempts_left
 from engine.statuses import Detail, Status, Stop
 from providers.answers import DraftSchema, HandoffSchema
-from tools.base import CONTROL_CHARACTERS, call_key, storable
+from tools.base import CONTROL_CHARACTERS, Catalog, call_key, storable
 from tools.registry import TOOLS
 
 # --- what a reply proposes -------------------------------------------------
@@ -175,13 +175,21 @@ class NormalizedCall:
         return call_key(self.tool, self.args)
 
 
-def normalize_call(call: Call) -> NormalizedCall | Stop:
-    """Unknown tool, then bad arguments; otherwise the call with its normalized arguments."""
+def nothing_listed(tool: str) -> Catalog | None:
+    return None
+
+
+def normalize_call(call: Call, catalog: Callable[[str], Catalog | None] = nothing_listed) -> NormalizedCall | Stop:
+    """Unknown tool, then bad arguments; otherwise the call with its normalized arguments.
+
+    `catalog(tool)`: what the tool's source lists for an argument to name (the operator's services),
+    asked once the tool is known; a value it does not list is a bad argument. None: not checked.
+    """
     tool = TOOLS.get(call.tool)
     if tool is None:
         return Stop(Status.INVALID_OR_FORBIDDEN, Detail.UNKNOWN_TOOL, f"no tool named {call.tool!r}")
     try:
-        args = tool.args.model_validate(tool.args.normalize(call.args)).model_dump()
+        args = tool.args.validated(call.args, catalog(call.tool))
     except ValidationError as exc:
         return Stop(Status.INVALID_OR_FORBIDDEN, Detail.BAD_ARGUMENTS, describe_validation_error(exc))
     return NormalizedCall(call.tool, args, call.call_id)
@@ -207,19 +215,24 @@ Verdict = Stop | Dispatch | ReuseReceipt | AwaitApproval
 
 @dataclass(frozen=True)
 class CallFacts:
-    """What the database knows that judging a call needs; asked lazily, in order."""
+    """What the database knows that judging a call needs; asked lazily, in order.
+
+    `catalog(tool)`: what the tool's source lists for its arguments to name, as `normalize_call` takes it
+    (asked first, with the arguments).
+    """
 
     receipt_key: Callable[[str], str | None] = lambda call_id: None
     authorized: Callable[[NormalizedCall], bool] = lambda call: True
     needs_approval: Callable[[NormalizedCall], bool] = lambda call: False
     last_executed_key: str | None = None
+    catalog: Callable[[str], Catalog | None] = nothing_listed
 
 
 def judge_call(call: Call, *, budget: Budget, usage: Usage, time_left: float, facts: CallFacts) -> Verdict:
     """Decide what happens to one proposed call. Order: CONFORMANCE §3."""
     if time_left <= 0:
         return Stop(Status.DEADLINE)
-    normalized = normalize_call(call)
+    normalized = normalize_call(call, facts.catalog)
     if isinstance(normalized, Stop):
         return normalized
     if normalized.call_id is not None:

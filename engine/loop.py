@@ -35,6 +35,7 @@ from providers import ModelAdapter, ModelRequestSpec, adapter_for_run
 from tickets.selectors import SessionScope
 from tools.dispatch import Dispatcher
 from tools.lookups import Lookup
+from tools.registry import catalogs_read
 
 log = logging.getLogger("agentrun")
 T = TypeVar("T")
@@ -162,9 +163,15 @@ def _connection_lost(error: BaseException) -> bool:
 
 def _execute(op: Operation, run: Run, budget: Budget, adapter: ModelAdapter, dispatcher: Dispatcher) -> OpResult:
     if isinstance(op, ModelOp):
+        # Before the tool definitions are measured: they, the rules and the argument check name what was read.
+        catalogs = on_fresh_connection(lambda retry: catalogs_read(wait=budget.wait_seconds(run.time_left())[0]))
         context = on_fresh_connection(
             lambda retry: run_context(
-                run=run, budget=budget, shown_allowances=op.allowances, reserve_bytes=adapter.input_overhead_bytes()
+                run=run,
+                budget=budget,
+                shown_allowances=op.allowances,
+                reserve_bytes=adapter.input_overhead_bytes(),
+                catalogs=catalogs,
             )
         )
         release_connection()

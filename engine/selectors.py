@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,11 +17,20 @@ from engine.statuses import ACTIVE, Status
 from providers.context import AttemptItem, Context, EvidenceItem, MessageItem, fit_context
 from tickets.models import Ticket
 from tickets.selectors import ticket_messages
+from tools.registry import Catalog
 
 
-def run_context(*, run: Run, budget: Budget, shown_allowances: dict[str, Any], reserve_bytes: int = 0) -> Context:
-    """The ticket's text and follow-up messages as the run started with them, its evidence (each item once), this run's lookups
-    and recent problems, fitted to the cap.
+def run_context(
+    *,
+    run: Run,
+    budget: Budget,
+    shown_allowances: dict[str, Any],
+    reserve_bytes: int = 0,
+    catalogs: Mapping[str, Catalog] | None = None,
+) -> Context:
+    """The ticket's text and follow-up messages as the run started with them, its evidence (each item once),
+    this run's lookups and recent problems, fitted to the cap; with what the tools' sources list (`catalogs`,
+    as read for this request).
 
     The data blocks' id is keyed by the run and the secret key: the same in each of the run's requests
     (a provider can cache the prompt's unchanged start), and not to be guessed by whoever writes the ticket.
@@ -38,6 +48,7 @@ def run_context(*, run: Run, budget: Budget, shown_allowances: dict[str, Any], r
         allowances=shown_allowances,
         fence_key=salted_hmac("agentrun.context.fence_key", str(run.pk)).hexdigest(),  # as text: the same bytes
         messages=tuple(MessageItem(m.number, m.author, m.body, m.written_at.isoformat()) for m in messages),
+        catalogs=dict(catalogs or {}),
     )
     return fit_context(ctx, max(budget.max_input_tokens - reserve_bytes, 0))
 

@@ -64,7 +64,7 @@ from engine.statuses import Detail, Status, Stop
 from engine.waiting import Finished, Raised, TimedOut
 from tickets.selectors import Forbidden, SessionScope, evidence_refs_for_ticket
 from tools.base import canonical_json
-from tools.registry import TOOLS, ApprovalRequired
+from tools.registry import TOOLS, ApprovalRequired, Catalog
 
 log = logging.getLogger("agentrun")
 
@@ -334,7 +334,10 @@ def _judge(run: Run, writes: StepWrites, call: Call, now: datetime) -> Operation
     def needs_approval(c: NormalizedCall) -> bool:
         return c.tool in run.require_approval or TOOLS[c.tool].needs_approval(scope, c.args)
 
-    facts = CallFacts(receipt_key, authorized, needs_approval, run.last_executed_key or None)
+    def catalog(tool: str) -> Catalog | None:  # one query of our own database, or what the page listed when last read
+        return TOOLS[tool].catalog(0)
+
+    facts = CallFacts(receipt_key, authorized, needs_approval, run.last_executed_key or None, catalog)
     verdict = judge_call(call, budget=run.get_budget(), usage=run.usage(), time_left=run.time_left(now), facts=facts)
     if isinstance(verdict, Stop):
         refused = refusal_of_call(call, verdict, staff_reason=_staff_reason(scope, call, verdict))

@@ -23,12 +23,12 @@ import hashlib
 import itertools
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
-from tools.registry import TOOLS
+from tools.registry import TOOLS, Catalog
 
 OMITTED = "(omitted to fit the input budget)"
 
@@ -88,6 +88,8 @@ class Context:
     prompt: str = ""
     fence_key: str = ""  # the seed of the data blocks' id (see fence_id); the run's own secret in production
     messages: tuple[MessageItem, ...] = ()  # the follow-ups the run saw, in the order they were written
+    # What each tool's source lists for its arguments to name (read_service_status: the operator's services).
+    catalogs: Mapping[str, Catalog] = field(default_factory=dict)
 
     @property
     def customer_text(self) -> str:

@@ -4,8 +4,10 @@ It reads the ticket (its subject, description and the customer's follow-up messa
 evidence it is shown, one decision a turn:
 1. look up every job the ticket mentions (ids of AGENT_JOB_ID_PATTERN's shape, J-<digits> by default);
 2. search the documentation for every error code seen (in the ticket or a job);
-3. check the service the ticket names, unless a documented error code already
-   explains a failed job;
+3. check the services the ticket names, unless a documented error code already
+   explains a failed job: the operator's services it mentions by name (the catalog
+   the engine read into the context), and the demo's four by their usual words
+   ("CSV" is the export service) where the catalog lists them;
 4. draft a packet citing the evidence it used, listing what it could not establish;
    with nothing to cite, hand off, saying what it looked up and found, and why that is not enough.
 It reports no token usage: it spends none.
@@ -25,7 +27,10 @@ from tools import read_job_status, read_service_status, search_docs
 JOBS, DOCS, SERVICES = read_job_status.TOOL.name, search_docs.TOOL.name, read_service_status.TOOL.name
 RULE_TOOLS = (JOBS, DOCS, SERVICES)
 
+ARGS = {tool.name: tool.args for tool in (read_job_status.TOOL, search_docs.TOOL, read_service_status.TOOL)}
+
 ERROR_CODE = re.compile(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+){1,}\b")
+# The demo's services (tickets.demo) by the words a customer uses for them.
 SERVICE_WORDS = {
     "export": ("export", "csv"),
     "api": ("api", "endpoint", "webhook"),
@@ -63,14 +68,19 @@ class Investigation:
         self.ctx = ctx
         self.text = ctx.customer_text  # the subject, description and the customer's follow-ups (a staff reply's
         # example job id is not the customer's)
-        self.tried = {(a.tool, json.dumps(a.args, sort_keys=True)) for a in ctx.attempts}
+        self.tried = {self._key(a.tool, a.args) for a in ctx.attempts}
         self.by_tool: dict[str, list[EvidenceItem]] = {}
         for item in ctx.evidence:
             self.by_tool.setdefault(item.tool, []).append(item)
         self._jobs = [_content(e) | {"ref": e.ref} for e in self.by_tool.get(JOBS, [])]
 
+    @staticmethod
+    def _key(tool: str, args: dict[str, Any]) -> tuple[str, str]:
+        """A lookup as the loop records it: its arguments normalized ("Management Portal" is recorded lower case)."""
+        return tool, json.dumps(ARGS[tool].normalize(args) if tool in ARGS else args, sort_keys=True)
+
     def _untried(self, tool: str, args: dict[str, Any]) -> bool:
-        return (tool, json.dumps(args, sort_keys=True)) not in self.tried
+        return self._key(tool, args) not in self.tried
 
     def jobs(self) -> list[dict[str, Any]]:
         return self._jobs
@@ -80,8 +90,17 @@ class Investigation:
         return list(dict.fromkeys(codes))
 
     def services(self) -> list[str]:
+        """The services the ticket names, each once: by the demo's words, then by the operator's names.
+
+        With no catalog (the status page could not be read) the demo's words alone, as the lookup will tell.
+        """
         lowered = self.text.casefold()
-        return [name for name, words in SERVICE_WORDS.items() if any(w in lowered for w in words)]
+        by_words = [name for name, words in SERVICE_WORDS.items() if any(w in lowered for w in words)]
+        catalog = self.ctx.catalogs.get(SERVICES)
+        if catalog is None:
+            return by_words
+        listed = [catalog.find(name) for name in by_words] + catalog.named_in(self.text)
+        return list(dict.fromkeys(name for name in listed if name is not None))
 
     def job_ids(self) -> list[str]:
         return read_job_status.job_ids_in(self.text)
@@ -134,8 +153,7 @@ class Investigation:
                 sentences.append(self._job_sentence(job))
                 cited.append(job["ref"])
         for item in self.by_tool.get(SERVICES, []):
-            status = _content(item)
-            sentences.append(f"Service {status.get('service')} is {status.get('status')} [{item.ref}].")
+            sentences.append(self._service_sentence(item))
             cited.append(item.ref)
         if not cited:
             return {"handoff": self.handoff_reason()}
@@ -199,6 +217,16 @@ class Investigation:
             f"The documentation search for “{query}” [{item.ref}] found {found}; {', '.join(naming)} mentions"
             f" “{query}”, but the rules explain an error only for a job record that shows it, and none did."
         )
+
+    @staticmethod
+    def _service_sentence(item: EvidenceItem) -> str:
+        """The service's status and the incidents its source lists for it (a page's incident may be page-wide)."""
+        status = _content(item)
+        incidents = "; ".join(
+            f"{i.get('id')} “{i.get('title')}” ({i.get('status')})" for i in status.get("incidents", [])
+        )
+        listed = f"; incidents: {incidents}" if incidents else ""
+        return f"Service {status.get('service')} is {status.get('status')} [{item.ref}]{listed}."
 
     @staticmethod
     def _job_sentence(job: dict[str, Any]) -> str:

@@ -32,7 +32,7 @@ from providers import Provider, endpoint_problem
 from providers.answers import DraftSchema, HandoffSchema
 from providers.base import ModelAdapter, ModelError, ModelRequestSpec, ModelResponse, TokenUsage
 from providers.context import SYSTEM_TEXT, utf8_len
-from tools.registry import TOOLS
+from tools.registry import TOOLS, Catalog
 
 log = logging.getLogger("agentrun.providers")
 
@@ -67,21 +67,31 @@ class ToolDef:
 
 
 def tool_definitions() -> tuple[ToolDef, ...]:
-    """The lookups of the dispatch table, then the two decisions; nothing else."""
-    return _tool_definitions(settings.AGENT_JOB_ID_PATTERN)
+    """The lookups of the dispatch table, then the two decisions; nothing else.
+
+    A lookup whose source lists what it may name offers the names this process read last (the engine
+    reads them before each model request: `tools.registry.catalogs_read`); nothing is read here.
+    """
+    listed = tuple((name, catalog) for name, tool in TOOLS.items() if (catalog := tool.catalog(None)) is not None)
+    return _tool_definitions(settings.AGENT_JOB_ID_PATTERN, listed)
 
 
-@functools.cache
-def _tool_definitions(job_id_pattern: str) -> tuple[ToolDef, ...]:
-    """Built once for each configured shape of what the schemas offer (the job id pattern)."""
-    lookups = [ToolDef(name, tool.description, _parameters(tool.args)) for name, tool in TOOLS.items()]
-    decisions = [ToolDef(name, text, _parameters(schema)) for name, (schema, text) in DECISION_TOOLS.items()]
+@functools.lru_cache(maxsize=32)
+def _tool_definitions(job_id_pattern: str, listed: tuple[tuple[str, Catalog], ...]) -> tuple[ToolDef, ...]:
+    """Built once for each configured shape of what the schemas offer (the job id pattern, the names listed)."""
+    catalogs = dict(listed)
+    lookups = [
+        ToolDef(name, tool.description, _parameters(tool.args.offered_schema(catalogs.get(name))))
+        for name, tool in TOOLS.items()
+    ]
+    decisions = [
+        ToolDef(name, text, _parameters(schema.model_json_schema())) for name, (schema, text) in DECISION_TOOLS.items()
+    ]
     return tuple(lookups + decisions)
 
 
-def _parameters(schema: type[BaseModel]) -> dict[str, Any]:
-    """The schema's JSON schema without its titles (they repeat the names and cost input bytes)."""
-    parameters = schema.model_json_schema()
+def _parameters(parameters: dict[str, Any]) -> dict[str, Any]:
+    """A JSON schema without its titles (they repeat the names and cost input bytes)."""
     parameters.pop("title", None)
     parameters.pop("description", None)
     for prop in parameters.get("properties", {}).values():

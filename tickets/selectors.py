@@ -91,6 +91,11 @@ def account_code(*, account_id: int) -> str:
     return Account.objects.values_list("code", flat=True).get(pk=account_id)
 
 
+def service_names() -> list[str]:
+    """The operator's services by name, as read_service_status's database backend lists them."""
+    return list(Service.objects.order_by("name").values_list("name", flat=True))
+
+
 def service_get_with_incidents(*, name: str, recent: int = 5) -> tuple[Service, list]:
     service = Service.objects.get(name=name)
     return service, list(service.incidents.all()[:recent])

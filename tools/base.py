@@ -6,20 +6,23 @@ and how a re-read is compared with what was recorded. `tools.registry.TOOLS` col
 engine, the providers and the staff pages ask a `Tool`, never a tool's name, for what differs by tool.
 
 Tool arguments are first normalized (`ToolArgs.normalize`), then validated by the tool's schema,
-which rejects unknown names and wrong types, fills defaults and clamps numbers. The result of both
-steps is "the normalized arguments".
+which rejects unknown names and wrong types, fills defaults and clamps numbers (`ToolArgs.validated`).
+The result of both steps is "the normalized arguments". Where the tool's source lists what an
+argument may name (the operator's services: `Tool.catalog`), validation also refuses a value the
+`Catalog` does not list, naming the values it does.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from django.conf import settings
-from pydantic import BaseModel, ConfigDict, field_validator
+from django.utils.text import slugify
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 from kit.sources import cut_excerpt
 from tickets.models import CustomerSession
@@ -46,6 +49,63 @@ def call_key(tool: str, args: dict[str, Any]) -> str:
 
 
 # --- arguments ----------------------------------------------------------------------------
+
+CATALOG = "catalog"  # the validation context's key for the Catalog an argument is checked against
+NAMES_SHOWN = 50  # a catalog shows a model at most this many names (a status page may list hundreds)
+
+
+def _key(name: str) -> str:
+    return " ".join(name.split()).casefold()
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """What an argument may name, as the tool's source lists it now (the operator's services).
+
+    `names` keep the source's spelling and order, each once. A value names an entry by its name or
+    by its slug (`management-portal` for "Management Portal", `api-us` for "API (US)"), in any case.
+    """
+
+    names: tuple[str, ...]
+
+    @classmethod
+    def of(cls, names: Iterable[str]) -> Catalog:
+        return cls(tuple(dict.fromkeys(names)))
+
+    def find(self, value: str) -> str | None:
+        """The name `value` stands for, by name first, then by slug; None when it names nothing listed."""
+        wanted = _key(value)
+        by_name = next((n for n in self.names if _key(n) == wanted), None)
+        return by_name or next((n for n in self.names if slugify(n, allow_unicode=True) == wanted), None)
+
+    def named_in(self, text: str) -> list[str]:
+        """The names a text mentions (by name or slug, in any case, as whole words), in the catalog's order."""
+        folded = " ".join(text.split()).casefold()
+        return [n for n in self.names if any(_mentions(folded, word) for word in _words_for(n))]
+
+    def shown(self) -> str:
+        """The names for a model or a person to read: at most NAMES_SHOWN, then how many more there are."""
+        more = len(self.names) - NAMES_SHOWN
+        return ", ".join(self.names[:NAMES_SHOWN]) + (f" (and {more} more)" if more > 0 else "")
+
+    def refusal(self, value: str, what: str) -> str:
+        """Why `value` is refused: it names no `what` listed; these are (the model reads this and may ask again)."""
+        if not self.names:
+            return f"no {what} named {value!r} is listed; none is listed at all"
+        return f"no {what} named {value!r} is listed; the {what}s are: {self.shown()}"
+
+
+def _words_for(name: str) -> set[str]:
+    return {w for w in (_key(name), slugify(name, allow_unicode=True)) if w}
+
+
+def _mentions(folded_text: str, word: str) -> bool:
+    return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", folded_text) is not None
+
+
+def catalog_of(info: ValidationInfo) -> Catalog | None:
+    """The catalog a validation was given (`ToolArgs.validated`), or None: then any value of the right shape passes."""
+    return (info.context or {}).get(CATALOG)
 
 
 class ToolArgs(BaseModel):
@@ -74,6 +134,17 @@ class ToolArgs(BaseModel):
                     value = cls.case_rules[name](value)
             out[name] = value
         return out
+
+    @classmethod
+    def validated(cls, args: dict[str, Any], catalog: Catalog | None = None) -> dict[str, Any]:
+        """The normalized arguments; raises pydantic's ValidationError. `catalog`: what the tool's source
+        lists now, which a listed argument must name (unchecked when None: the source is not known)."""
+        return cls.model_validate(cls.normalize(args), context={CATALOG: catalog}).model_dump()
+
+    @classmethod
+    def offered_schema(cls, catalog: Catalog | None) -> dict[str, Any]:
+        """The JSON schema a model is offered; a tool whose source lists what it may name adds the names."""
+        return cls.model_json_schema()
 
 
 # --- how staff see a result ------------------------------------------------------------------
@@ -134,6 +205,10 @@ def nothing_standing(recorded: dict[str, Any]) -> None:
     return None
 
 
+def nothing_listed(wait: float | None) -> None:
+    return None
+
+
 def no_session_waits(session: CustomerSession) -> bool:
     return False
 
@@ -149,7 +224,11 @@ class Tool:
     `refusal_reason`: why a call was refused, for staff only. `may_need_approval`: a run for this session
     may have a call of this tool wait for a supervisor. `compare` says what changed between a recorded
     result and a fresh one; `standing` reads what it needs besides the fresh result (for a search, its
-    cited documents as they stand now), or None.
+    cited documents as they stand now), or None. `catalog(wait)` is what the tool's source lists for an
+    argument to name (read_service_status: the operator's services), or None when it lists nothing or
+    could not be read. `wait` > 0: before a model request, how long the source may be waited for (what
+    was read a short while ago may stand); 0: for the check of a call, as the source is now where that
+    needs no waiting (our own database), else as read last; None: no read at all, as read last.
     """
 
     name: str
@@ -160,6 +239,7 @@ class Tool:
     view: ResultView = ResultView()
     compare: Comparer = flat
     standing: Callable[[dict[str, Any]], Mapping[str, str] | None] = nothing_standing
+    catalog: Callable[[float | None], Catalog | None] = nothing_listed
     needs_approval: Policy = never
     may_need_approval: Callable[[CustomerSession], bool] = no_session_waits
     refusal_reason: Callable[[SessionScope, dict[str, Any]], str] = no_reason

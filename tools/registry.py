@@ -13,11 +13,11 @@ from typing import Any
 
 from tickets.models import CustomerSession
 from tools import read_job_status, read_service_status, search_docs
-from tools.base import Tool
+from tools.base import Catalog, Tool
 from tools.compare import Comparison, flat
 from tools.lookups import ApprovalRequired, Lookup, ToolError, ToolResult
 
-__all__ = ["TOOLS", "ApprovalRequired", "Lookup", "Tool", "ToolError", "ToolResult"]
+__all__ = ["TOOLS", "ApprovalRequired", "Catalog", "Lookup", "Tool", "ToolError", "ToolResult"]
 
 TOOLS: dict[str, Tool] = {
     tool.name: tool for tool in (search_docs.TOOL, read_job_status.TOOL, read_service_status.TOOL)
@@ -37,3 +37,10 @@ def session_may_need_approval(*, session: CustomerSession, listed: list[str]) ->
     """Whether a run acting for `session` may have a call wait for a supervisor: a tool is listed as
     needing approval, or some tool says a call of this session's may need one."""
     return bool(listed) or any(tool.may_need_approval(session) for tool in TOOLS.values())
+
+
+def catalogs_read(*, wait: float) -> dict[str, Catalog]:
+    """What each tool's source lists for its arguments to name (`Tool.catalog`), read before a model is
+    asked (outside any transaction, waiting at most `wait`): the rules and the tool definitions name
+    it, and the call the model proposes is checked against it."""
+    return {name: catalog for name, tool in TOOLS.items() if (catalog := tool.catalog(wait)) is not None}

@@ -19,12 +19,15 @@ from engine.services import run_start
 from engine.waiting import operations_settle
 from tests.support.commands import manage_check
 from tests.support.operatorserver import Answer, OperatorServer, demo_jobs, statuspage_summary
+from tickets.demo import SERVICES as DEMO_SERVICES
 from tickets.models import Evidence, Service, Ticket
 from tickets.selectors import SessionScope
 from tools.httpbackends import http_client
 from tools.lookups import Lookup, ToolError
-from tools.read_service_status import SERVICES
 from tools.registry import TOOLS
+
+SERVICES = [name for name, *_ in DEMO_SERVICES]
+SUMMARY = "/api/v2/summary.json"
 
 pytestmark = pytest.mark.usefixtures("settle")
 
@@ -55,6 +58,10 @@ def http_backends(settings, operator):
     settings.AGENT_JOB_STATUS_URL = operator.job_url
     settings.AGENT_JOB_STATUS_AUTH_HEADER = ("Authorization", SECRET)
     settings.AGENT_SERVICE_STATUS_URL = operator.summary_url
+    # The page's services are read before a run's first model request and kept (tools/read_service_status.py):
+    # read them now, so that each request a test scripts and counts here is a lookup's.
+    assert TOOLS["read_service_status"].catalog(5.0) is not None
+    operator.received.clear()
     return operator
 
 
@@ -109,7 +116,8 @@ def test_t1001_gives_the_same_packet_with_the_http_backends_as_with_the_database
     settings.AGENT_JOB_STATUS_BACKEND = settings.AGENT_SERVICE_STATUS_BACKEND = "http"
     settings.AGENT_JOB_STATUS_URL, settings.AGENT_SERVICE_STATUS_URL = operator.job_url, operator.summary_url
     by_http = packet_as_seen(investigate(ticket_t1001))
-    assert [r.path for r in operator.received] == ["/jobs/J-42"]
+    # The page is read once for its services' names (before the first model request), then kept.
+    assert [r.path for r in operator.received] == [SUMMARY, "/jobs/J-42"]
     assert by_http == by_database
     assert by_http["status"] == "COMPLETED" and "EXPORT_ROLE_REQUIRED" in by_http["evidence"]["E1"]
 
@@ -119,7 +127,9 @@ def test_every_service_reads_the_same_from_the_status_page_as_from_the_database(
     from_page = {name: TOOLS["read_service_status"].backend(scope, {"service": name}) for name in SERVICES}
     settings.AGENT_SERVICE_STATUS_BACKEND = "database"
     for name in SERVICES:
-        assert from_page[name] == TOOLS["read_service_status"].backend(scope, {"service": name})
+        from_table = TOOLS["read_service_status"].backend(scope, {"service": name}).content
+        # The same but for the service's name, which each source gives as it lists it ("Export" on the page).
+        assert from_page[name].content == from_table | {"service": name.capitalize()}
     assert from_page["billing"].content["status"] == "degraded"  # the page's degraded_performance
     assert from_page["export"].content["incidents"][0]["id"] == "INC-311"
 
@@ -142,20 +152,43 @@ def test_a_job_is_read_with_the_account_and_the_credential_and_kept_as_evidence(
 def test_a_service_is_read_from_the_status_page(play, http_backends):
     report = play([service("export"), draft("E1")])
     assert (report["status"], dispatched(report)) == ("COMPLETED", [("read_service_status", "ok")])
-    assert [r.path for r in http_backends.received] == ["/api/v2/summary.json"]
+    assert [r.path for r in http_backends.received] == [SUMMARY]  # the names were read before, and kept
     assert json.loads(Evidence.objects.get(run_id=report["run"]).content)["status"] == "operational"
 
 
-def test_a_service_the_page_does_not_list_is_the_same_failure_as_a_missing_row(play, http_backends, settings):
-    http_backends.summary["components"] = [c for c in http_backends.summary["components"] if c["name"] != "Billing"]
-    by_page = play([service("billing"), DOCS, draft("E1")])
+def test_a_service_the_page_does_not_list_is_the_same_bad_argument_as_a_missing_row(play, settings):
+    page = statuspage_summary()
+    page["components"] = [c for c in page["components"] if c["name"] != "Billing"]
+    server = OperatorServer(summary=page)  # a page of its own: its names are read afresh
+    settings.AGENT_SERVICE_STATUS_BACKEND, settings.AGENT_SERVICE_STATUS_URL = "http", server.summary_url
+    try:
+        by_page = play([service("billing"), DOCS, draft("E1")])
+    finally:
+        server.close()
     settings.AGENT_SERVICE_STATUS_BACKEND = "database"
     Service.objects.filter(name="billing").delete()
     by_table = play([service("billing"), DOCS, draft("E1")])
     for report in (by_page, by_table):
-        assert report["status"] == "COMPLETED"
-        assert dispatched(report)[0] == ("read_service_status", "error")
-    assert attempt_errors(by_page)[0] == attempt_errors(by_table)[0] == "no service named 'billing' is listed"
+        assert (report["status"], report["detail"], dispatched(report)) == ("INVALID_OR_FORBIDDEN", "bad_arguments", [])
+    reasons = [ReviewPacket.objects.get(run_id=r["run"]).refused["reason"] for r in (by_page, by_table)]
+    assert reasons == [
+        "The arguments do not fit read_service_status: service: Value error, no service named 'billing' is listed;"
+        f" the services are: {listed}."
+        for listed in ("Api, Auth, Export", "api, auth, export")
+    ]
+
+
+def test_a_service_no_longer_listed_when_looked_up_is_gone_from_either_source(http_backends, dana_session, settings):
+    """Listed when the call was checked, gone when it is made (or re-checked): the source no longer has it."""
+    scope = SessionScope.of(dana_session)
+    http_backends.summary["components"] = [c for c in http_backends.summary["components"] if c["name"] != "Billing"]
+    with pytest.raises(ToolError, match="no service named 'billing' is listed") as by_page:
+        TOOLS["read_service_status"].backend(scope, {"service": "billing"})
+    settings.AGENT_SERVICE_STATUS_BACKEND = "database"
+    Service.objects.filter(name="billing").delete()
+    with pytest.raises(ToolError, match="no service named 'billing' is listed") as by_table:
+        TOOLS["read_service_status"].backend(scope, {"service": "billing"})
+    assert by_page.value.gone and by_table.value.gone and not by_page.value.transient
 
 
 @pytest.mark.parametrize("status", [503, 500, 429])

@@ -2,31 +2,44 @@
 
 from __future__ import annotations
 
-from typing import get_args
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.decisions import Call, NormalizedCall, normalize_call
 from engine.statuses import Detail, Status, Stop
-from tools.base import call_key, canonical_json
-from tools.read_service_status import SERVICES, ServiceName, ServiceValue
+from tickets.demo import SERVICES as DEMO_SERVICES
+from tools.base import Catalog, call_key, canonical_json
 from tools.registry import TOOLS
 
+DEMO = Catalog.of(name for name, *_ in DEMO_SERVICES)  # what the database backend lists for the demo
+# A status page's components and groups (tests/fixtures/statuspage_summary.json names the same).
+PAGE = Catalog.of(["API Endpoints", "API (US)", "API (EU)", "Management Portal", "Git Operations"])
 
-def normalized(tool, args):
-    result = normalize_call(Call(tool, args))
+
+def listing(catalog):
+    return {"read_service_status": catalog}.get
+
+
+def normalized(tool, args, catalog=DEMO):
+    result = normalize_call(Call(tool, args), listing(catalog))
     assert isinstance(result, NormalizedCall), result
     return result.args
 
 
-def is_bad_arguments(tool, args) -> bool:
-    result = normalize_call(Call(tool, args))
-    return isinstance(result, Stop) and (result.status, result.detail) == (
+def bad_arguments(tool, args, catalog=DEMO) -> str | None:
+    """The validation error's text when the call is refused as bad arguments, else None."""
+    result = normalize_call(Call(tool, args), listing(catalog))
+    if isinstance(result, Stop) and (result.status, result.detail) == (
         Status.INVALID_OR_FORBIDDEN,
         Detail.BAD_ARGUMENTS,
-    )
+    ):
+        return result.note
+    return None
+
+
+def is_bad_arguments(tool, args, catalog=DEMO) -> bool:
+    return bad_arguments(tool, args, catalog) is not None
 
 
 @pytest.mark.parametrize(
@@ -181,8 +194,60 @@ def test_a_normalized_job_id_is_ascii_j_dash_digits(job_id):
         assert value.startswith("J-") and value[2:].isascii() and value[2:].isdigit() and len(value) <= 14
 
 
-def test_the_service_argument_names_exactly_the_services():
-    """The argument's type spells out ServiceName's values; the two stay the same."""
-    assert get_args(ServiceValue) == tuple(ServiceName.values) == SERVICES
-    for name in ServiceName.values:
-        assert normalized("read_service_status", {"service": name}) == {"service": name}
+# --- the service argument: what the operator's source lists ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "written, normalized_as",
+    [
+        ("Management Portal", "management portal"),
+        ("  MANAGEMENT   portal ", "management portal"),
+        ("management-portal", "management-portal"),  # its slug
+        ("API (US)", "api (us)"),
+        ("api-us", "api-us"),
+        ("API-US", "api-us"),
+        ("api endpoints", "api endpoints"),  # a group
+        ("API-ENDPOINTS", "api-endpoints"),
+    ],
+)
+def test_a_service_is_named_by_name_or_slug_in_any_case(written, normalized_as):
+    assert normalized("read_service_status", {"service": written}, PAGE) == {"service": normalized_as}
+    assert PAGE.find(normalized_as) is not None
+
+
+def test_the_catalog_finds_the_entry_a_value_names():
+    assert PAGE.find("api-us") == PAGE.find("Api (us)") == "API (US)"
+    assert PAGE.find("api endpoints") == PAGE.find("api-endpoints") == "API Endpoints"
+    assert PAGE.find("api") is None and PAGE.find("portal") is None
+
+
+def test_an_unknown_service_is_a_bad_argument_naming_the_services_listed():
+    note = bad_arguments("read_service_status", {"service": "export"}, PAGE)
+    assert note == (
+        "service: Value error, no service named 'export' is listed; the services are: "
+        "API Endpoints, API (US), API (EU), Management Portal, Git Operations"
+    )
+    assert "the services are: export, api, auth, billing" in bad_arguments("read_service_status", {"service": "x"})
+
+
+def test_a_long_catalog_is_shown_capped():
+    many = Catalog.of(f"Region {n}" for n in range(1, 121))
+    note = bad_arguments("read_service_status", {"service": "region 0"}, many)
+    assert "Region 50 (and 70 more)" in note and "Region 51" not in note
+
+
+def test_without_a_catalog_any_one_line_name_of_the_right_length_passes():
+    """The page could not be read: the lookup itself will say whether the service is listed."""
+    assert normalized("read_service_status", {"service": "Anything At All"}, None) == {"service": "anything at all"}
+    assert normalized("read_service_status", {"service": "x" * 100}, None) == {"service": "x" * 100}
+    for refused in ("", "   ", "x" * 101, 5, None, ["api"]):
+        assert is_bad_arguments("read_service_status", {"service": refused}, None), refused
+
+
+def test_the_model_is_offered_the_names_listed():
+    schema = TOOLS["read_service_status"].args.offered_schema(PAGE)["properties"]["service"]
+    assert schema["enum"] == list(PAGE.names)
+    many = Catalog.of(f"Region {n}" for n in range(1, 121))
+    schema = TOOLS["read_service_status"].args.offered_schema(many)["properties"]["service"]
+    assert "enum" not in schema and "Region 50 (and 70 more)" in schema["description"]
+    assert "enum" not in TOOLS["read_service_status"].args.offered_schema(None)["properties"]["service"]

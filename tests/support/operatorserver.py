@@ -14,12 +14,20 @@ import json
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
 from tickets.models import Incident, Job, Service
 
 SUMMARY_PATH = "/api/v2/summary.json"
+# An operator's own status page, in Statuspage's shape. Its components "API" and "Management Portal" and its
+# incident "Unplanned Database Outage", which lists no `components` (the whole page's), are Statuspage's
+# documented `/api/v2/summary.json` example (the API page every Statuspage page serves, e.g.
+# metastatuspage.com/api); "Git Operations" and "API Requests" are githubstatus.com's component names and
+# fields; "API Endpoints" is a component group (`group: true`, its members' ids in `components`) whose members
+# "API (US)" and "API (EU)" carry its `group_id`, as Statuspage gives groups. Times moved to the demo's year.
+STATUSPAGE_FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "statuspage_summary.json"
 
 
 @dataclass(frozen=True)
@@ -181,6 +189,11 @@ def statuspage_summary() -> dict[str, Any]:
         "incidents": incidents,
         "scheduled_maintenances": [],
     }
+
+
+def operator_page() -> dict[str, Any]:
+    """tests/fixtures/statuspage_summary.json, a fresh copy (a test may change it)."""
+    return json.loads(STATUSPAGE_FIXTURE.read_text())
 
 
 def demo_jobs() -> dict[str, dict[str, Any]]:

@@ -13,9 +13,13 @@ from engine.models import Run
 from engine.services import investigation_start
 from providers.context import AttemptItem, Context
 from providers.rules import RULE_TOOLS, SERVICE_WORDS, Investigation
+from tickets.demo import SERVICES as DEMO_SERVICES
 from tickets.models import Evidence
-from tools.read_service_status import SERVICES
+from tools.base import Catalog
 from tools.registry import TOOLS
+
+DEMO = Catalog.of(name for name, *_ in DEMO_SERVICES)
+PAGE = Catalog.of(["API", "Management Portal", "Git Operations", "API Requests", "API Endpoints", "API (US)"])
 
 pytestmark = pytest.mark.usefixtures("settle")
 
@@ -141,27 +145,60 @@ def test_for_an_unverified_session_the_rules_leave_jobs_as_an_open_question(tick
     assert any("not verified" in q and "J-42" in q for q in report["packet"]["open_questions"])
 
 
-def test_the_rules_name_only_tools_of_the_table_and_services_it_lists():
+def test_the_rules_name_only_tools_of_the_table_and_the_demos_services():
     assert set(RULE_TOOLS) <= TOOLS.keys()
-    assert set(SERVICE_WORDS) <= set(SERVICES)
+    assert set(SERVICE_WORDS) == set(DEMO.names)
 
 
-def test_every_call_the_rules_propose_is_a_valid_call_of_the_table():
-    """Pure: the rules' lookups for a ticket naming a job, an error code and services pass the loop's checks."""
-    ctx = Context("T-9", "Export and billing", "J-42 failed with EXPORT_ROLE_REQUIRED; the invoice too.", True)
+def propose(subject: str, body: str, catalog: Catalog | None) -> list[tuple[str, dict]]:
+    """Pure: the lookups the rules propose for a ticket, each checked as the loop checks it, until they draft."""
+    catalogs = {} if catalog is None else {"read_service_status": catalog}
+    ctx = Context("T-9", subject, body, True, catalogs=catalogs)
     proposed = []
     for _ in range(10):
         decision = Investigation(ctx).next_decision()
         if "call" not in decision:
             break
-        call = normalize_call(Call(decision["call"]["tool"], decision["call"]["args"]))
+        call = normalize_call(Call(decision["call"]["tool"], decision["call"]["args"]), catalogs.get)
         assert isinstance(call, NormalizedCall), call
-        proposed.append(call.tool)
-        ctx = Context(
-            ctx.ticket_ref,
-            ctx.subject,
-            ctx.body,
-            True,
-            attempts=(*ctx.attempts, AttemptItem(call.tool, call.args, "error")),
-        )
-    assert proposed == ["read_job_status", "search_docs", "read_service_status", "read_service_status"]
+        proposed.append((call.tool, decision["call"]["args"]))
+        attempts = (*ctx.attempts, AttemptItem(call.tool, call.args, "error"))
+        ctx = Context(ctx.ticket_ref, ctx.subject, ctx.body, True, attempts=attempts, catalogs=catalogs)
+    return proposed
+
+
+def test_every_call_the_rules_propose_is_a_valid_call_of_the_table():
+    """The rules' lookups for a ticket naming a job, an error code and services pass the loop's checks."""
+    proposed = propose("Export and billing", "J-42 failed with EXPORT_ROLE_REQUIRED; the invoice too.", DEMO)
+    assert [tool for tool, _ in proposed] == [
+        "read_job_status",
+        "search_docs",
+        "read_service_status",
+        "read_service_status",
+    ]
+    assert [args for tool, args in proposed if tool == "read_service_status"] == [
+        {"service": "export"},
+        {"service": "billing"},
+    ]
+
+
+@pytest.mark.parametrize(
+    "body, services",
+    [
+        ("Since this morning the Management Portal is down for all of us.", ["Management Portal"]),
+        ("The management-portal returns 502; git operations are slow too.", ["Management Portal", "Git Operations"]),
+        ("Calls to API (US) time out.", ["API", "API (US)"]),  # "API" is a component of its own on this page
+        ("Is the api endpoints group degraded?", ["API", "API Endpoints"]),
+        ("Our CSV export fails and the invoice is late.", []),  # the demo's words, but this page lists neither
+        ("The portal is down.", []),  # a word of a name is not the name
+    ],
+)
+def test_the_rules_ask_about_the_operators_services_the_ticket_names(body, services):
+    proposed = propose("Status", body, PAGE)
+    assert proposed == [("read_service_status", {"service": name}) for name in services]
+
+
+def test_without_a_catalog_the_rules_ask_by_the_demos_words():
+    """The status page could not be read: the rules ask as before, and the lookup will tell."""
+    proposed = propose("Export", "Our CSV export fails and the Management Portal is down.", None)
+    assert proposed == [("read_service_status", {"service": "export"})]
