@@ -4,11 +4,16 @@ It reads the ticket (its subject, description and the customer's follow-up messa
 evidence it is shown, one decision a turn:
 1. look up every job the ticket mentions (ids of AGENT_JOB_ID_PATTERN's shape, J-<digits> by default);
 2. search the documentation for every error code seen (in the ticket or a job);
-3. check the services the ticket names, unless a documented error code already
-   explains a failed job: the operator's services it mentions by name (the catalog
+3. unless a documented error code already explains a failed job, search the documentation with the
+   ticket's own words: its subject, then, until an article answers, each distinct problem its
+   messages state (greetings, signatures and quoted history left out), up to MAX_PROBLEM_SEARCHES
+   while the budget leaves room for the draft; an article is cited only when it matches well (MATCH_THRESHOLD), quoting the
+   passage that matched, and a problem no article answers becomes an open question;
+4. check the services the ticket names, unless a documented error code already
+   explains a failed job or an article answers the ticket's problem: the operator's services it mentions by name (the catalog
    the engine read into the context), and the demo's four by their usual words
    ("CSV" is the export service) where the catalog lists them;
-4. draft a packet citing the evidence it used, listing what it could not establish;
+5. draft a packet citing the evidence it used, listing what it could not establish;
    with nothing to cite, hand off, saying what it looked up and found, and why that is not enough.
 It reports no token usage: it spends none.
 """
@@ -21,6 +26,7 @@ from typing import Any
 
 from providers.base import BuiltInModel, ModelAdapter, ModelRequestSpec, ModelResponse, TokenUsage
 from providers.context import Context, EvidenceItem
+from tickets.search import match_share, words
 from tools import read_job_status, read_service_status, search_docs
 
 # The tools the rules call, as their modules name them (each is in tools.registry.TOOLS: a test checks it).
@@ -40,9 +46,27 @@ SERVICE_WORDS = {
 RULES_NOTE = "Prepared by the rule-based investigator (rules, not a language model)."
 NOTHING_TO_LOOK_UP = "The rules found nothing to look up in this ticket; a person should read it."
 WHY_HAND_OFF = (
-    "The rules draft only from job records, documents that name the error code, and service status,"
-    " so a person should read the ticket."
+    "The rules draft only from job records, documents that name the error code or match the ticket's own"
+    " words well, and service status, so a person should read the ticket."
 )
+MAX_PROBLEM_SEARCHES = 2  # the subject and one more problem: a ticket rarely states more that an article answers
+# An article answers a problem when its title and quoted passage hold at least this share of the problem's
+# words, and two of them at least. Measured with bench/answer_bench.py over Bitwarden's help center (158
+# articles, 22 answerable tickets and 6 that none answers): at 0.4, 72.7 % of the answerable packets name an
+# answering article and none of the others names one; at 0.5, 59.1 % and none; at 0.6, 50 % and none; at 0.4
+# with five results instead of three, still 72.7 % but 1 in 6 of the others names one.
+MATCH_THRESHOLD = 0.4
+MATCH_MIN_WORDS = 2
+QUERY_MAX = 200  # search_docs' query length
+SHORT_SUBJECT = 4  # a subject of fewer words is searched with the body's first sentence
+_GREETING = re.compile(r"^(hi|hello|hey|dear|good (morning|afternoon|evening)|greetings)\b", re.IGNORECASE)
+_SIGN_OFF = re.compile(
+    r"^(--\s*|thanks|thank you|many thanks|regards|best|cheers|kind regards|best regards|sincerely)\b[\s,.!]*$",
+    re.IGNORECASE,
+)
+_GREETING_LEAD = re.compile(r"^(hi|hello|hey)( there| team| all)?[,!.]\s+", re.IGNORECASE)  # "Hello, I lost …"
+_QUOTE_HEADER = re.compile(r"^on .{3,200} wrote:$", re.IGNORECASE)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 UNANSWERED = frozenset({"transient_error", "timeout"})  # a lookup whose service could not be reached in time
 
 
@@ -105,6 +129,49 @@ class Investigation:
     def job_ids(self) -> list[str]:
         return read_job_status.job_ids_in(self.text)
 
+    def problems(self) -> list[str]:
+        """What the ticket asks about, in its own words: its subject, then each sentence of the customer's
+        messages that states something the ones before did not (half its words new), at most
+        MAX_PROBLEM_SEARCHES; greetings, sign-offs, signatures and quoted history left out."""
+        texts = [self.ctx.body, *(m.body for m in self.ctx.messages if m.from_customer)]
+        sentences = [s for text in texts for s in _sentences(_own_words(text))]
+        first = self.ctx.subject
+        if len(set(words(first))) < SHORT_SUBJECT and sentences:  # "Export fails": the body says what fails
+            first = f"{first}: {sentences.pop(0)}"
+        candidates = [first, *sentences]
+        kept: list[str] = []
+        seen: set[str] = set()
+        for sentence in candidates:
+            said = set(words(sentence))
+            if len(said) < MATCH_MIN_WORDS or len(said - seen) * 2 < len(said):
+                continue
+            kept.append(_cut_query(sentence))
+            seen |= said
+            if len(kept) == MAX_PROBLEM_SEARCHES:
+                break
+        return kept
+
+    def _room_for_a_search(self) -> bool:
+        """A problem search leaves a model request for the draft and a lookup for a service (when shown)."""
+        left = self.ctx.allowances
+        return left.get("model_requests_left", 3) >= 3 and left.get("tool_attempts_left", 2) >= 2
+
+    def problem_searches(self) -> list[tuple[str, EvidenceItem | None]]:
+        """Each problem with the search of it in the evidence (None: not searched, or nothing came back)."""
+        by_query = {str(_content(i).get("query", "")): i for i in self.by_tool.get(DOCS, [])}
+        return [(p, by_query.get(ARGS[DOCS].normalize({"query": p})["query"])) for p in self.problems()]
+
+    @staticmethod
+    def answer(problem: str, item: EvidenceItem) -> dict[str, Any] | None:
+        """The search's first article (in its order: the title counts most) that matches `problem` well enough
+        to cite: its title and quoted passage hold MATCH_THRESHOLD of the problem's words, MATCH_MIN_WORDS at least."""
+        asked = len(set(words(problem)))
+        for doc in _content(item).get("results", []):
+            share = match_share(problem, f"{doc.get('title', '')} {doc.get('excerpt', '')}")
+            if share >= MATCH_THRESHOLD and round(share * asked) >= MATCH_MIN_WORDS:
+                return doc
+        return None
+
     def next_decision(self) -> dict[str, Any]:
         # Job lookups need a verified session; without one they are left as open questions.
         for job_id in self.job_ids() if self.ctx.session_verified else []:
@@ -115,7 +182,17 @@ class Investigation:
             if self._untried(DOCS, args):
                 return {"call": {"tool": DOCS, "args": args}}
         if not self.explained_failures():
-            for service in self.services():
+            answered = False
+            for problem, item in self.problem_searches() if self._room_for_a_search() else []:
+                if item is not None and self.answer(problem, item) is not None:
+                    answered = True
+                    break  # the ticket's first answered problem is its main one: the rest is context
+                args = {"query": problem, "max_results": 3}
+                if item is None and self._untried(DOCS, args):
+                    return {"call": {"tool": DOCS, "args": args}}
+            # An article that answers the problem is the answer; a service named in passing ("we also use
+            # the API") is not checked then, so its status is never cited for a problem it has no part in.
+            for service in self.services() if not answered else []:
                 if self._untried(SERVICES, {"service": service}):
                     return {"call": {"tool": SERVICES, "args": {"service": service}}}
         return self.draft()
@@ -152,6 +229,21 @@ class Investigation:
             if id(job) not in explained and all(job["ref"] != c for c in cited):
                 sentences.append(self._job_sentence(job))
                 cited.append(job["ref"])
+        if not explained:
+            unanswered = []
+            for problem, item in self.problem_searches():
+                article = self.answer(problem, item) if item is not None else None
+                if article is not None and item is not None:
+                    sentences.append(self._answer_sentence(problem, article, item.ref))
+                    cited.append(item.ref)
+                elif item is not None:
+                    unanswered.append((problem, item.ref))
+            if unanswered:
+                asked = " and ".join(f"“{problem}”" for problem, _ in unanswered)
+                refs = ", ".join(ref for _, ref in unanswered)
+                questions.append(
+                    f"Which article should have answered {asked}? The search [{refs}] found none that matches well."
+                )
         for item in self.by_tool.get(SERVICES, []):
             sentences.append(self._service_sentence(item))
             cited.append(item.ref)
@@ -194,8 +286,15 @@ class Investigation:
             said.append(
                 f"The job status service could not be reached, so {', '.join(unreached)} could not be looked up."
             )
+        problems = {ARGS[DOCS].normalize({"query": p})["query"] for p in self.problems()}
         for item in self.by_tool.get(DOCS, []):
-            said.append(self._search_sentence(item))
+            query = str(_content(item).get("query", ""))
+            if query in problems:
+                said.append(
+                    f"The documentation search for “{query}” [{item.ref}] found no article that matches it well."
+                )
+            else:
+                said.append(self._search_sentence(item))
         if not said:
             return NOTHING_TO_LOOK_UP
         return " ".join([*said, WHY_HAND_OFF])
@@ -216,6 +315,15 @@ class Investigation:
         return (
             f"The documentation search for “{query}” [{item.ref}] found {found}; {', '.join(naming)} mentions"
             f" “{query}”, but the rules explain an error only for a job record that shows it, and none did."
+        )
+
+    @staticmethod
+    def _answer_sentence(problem: str, doc: dict[str, Any], ref: str) -> str:
+        """The article that answers a problem the ticket states: its title, the passage that matched, its link."""
+        link = f" ({doc['url']})" if doc.get("url") else ""
+        return (
+            f"For “{problem}”, the article “{doc.get('title')}” ({doc.get('id')} {doc.get('revision')}){link}"
+            f" says [{ref}]: “{str(doc.get('excerpt', '')).strip()}”"
         )
 
     @staticmethod
@@ -246,3 +354,27 @@ class Investigation:
             f"What was {job.get('requested_by') or 'the requester'}'s role when {job.get('job_id')} ran"
             f" ({when})? The job record shows only the current role."
         ]
+
+
+def _own_words(text: str) -> str:
+    """The text as its writer wrote it now: quoted lines (">") left out, and everything from a sign-off, a
+    signature ("--") or a quoted message's header ("On … wrote:") on; greeting lines left out."""
+    kept = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if _SIGN_OFF.match(stripped) or _QUOTE_HEADER.match(stripped) or stripped in ("--", "—"):
+            break
+        if stripped.startswith(">") or _GREETING.match(stripped) and len(words(stripped)) <= 3:
+            continue
+        kept.append(_GREETING_LEAD.sub("", stripped))
+    return "\n".join(kept)
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.split(text) if s.strip()]
+
+
+def _cut_query(sentence: str) -> str:
+    """A sentence as a search query: at most QUERY_MAX characters, cut at a word."""
+    sentence = " ".join(sentence.split())
+    return sentence if len(sentence) <= QUERY_MAX else sentence[:QUERY_MAX].rsplit(" ", 1)[0]

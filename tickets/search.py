@@ -346,3 +346,14 @@ def sqlite_functions_add(sender: object, connection: BaseDatabaseWrapper, **kwar
     """Give a new SQLite connection `sa_near_title(query, title)` for its search (connection_created)."""
     if connection.vendor == "sqlite":
         connection.connection.create_function("sa_near_title", 2, near_title, deterministic=True)
+
+
+def match_share(query: str, text: str) -> float:
+    """The share of the query's words (stop words left out) that `text` holds, 0..1: how fully a passage
+    answers a query. Pure: synonyms are not applied (a caller outside a request reads none)."""
+    concepts = query_of(query, synonyms=[]).concepts
+    if not concepts:
+        return 0.0
+    text_stems = stems(text)
+    text_set = frozenset(text_stems)
+    return sum(c.found_in(text_stems, text_set) for c in concepts) / len(concepts)

@@ -91,13 +91,27 @@ def test_rules_check_the_service_a_ticket_names_when_no_job_explains_it(ticket_t
     run.refresh_from_db()
     assert run.status == "COMPLETED"
     attempts = list(run.attempts.values_list("tool", "args"))
-    assert attempts == [("read_service_status", {"service": "billing"})]
-    assert run.packet.evidence_refs == ["E1"]
+    # the ticket's own words first (no article answers them), then the service it names
+    assert attempts == [
+        ("search_docs", {"query": "invoices are late: our invoice for november has not arrived.", "max_results": 3}),
+        ("read_service_status", {"service": "billing"}),
+    ]
+    assert run.packet.evidence_refs == ["E2"]
     assert "degraded" in run.packet.summary
+    assert any("Which article should have answered" in q for q in run.packet.open_questions)
 
 
 def test_rules_hand_off_a_ticket_with_nothing_to_look_up(ticket_t1001):
     ticket = make_ticket("T-VAGUE", "Hello", "Can someone call me back?")
+    run = investigation_start(ticket=ticket)
+    run.refresh_from_db()
+    # the one thing it says is searched for; no article answers it, and nothing else is there to look up
+    assert (run.status, run.tool_attempts, run.packet.stop_reason) == ("NEEDS_HELP", 1, "NEEDS_HELP")
+    assert "found no article that matches it well" in run.packet.stop_note
+
+
+def test_rules_hand_off_a_ticket_with_no_words_to_search(ticket_t1001):
+    ticket = make_ticket("T-EMPTY", "Hi", "Hello?")
     run = investigation_start(ticket=ticket)
     run.refresh_from_db()
     assert (run.status, run.tool_attempts, run.packet.stop_reason) == ("NEEDS_HELP", 0, "NEEDS_HELP")
@@ -141,7 +155,9 @@ def test_for_an_unverified_session_the_rules_leave_jobs_as_an_open_question(tick
 
     assert report["status"] == "COMPLETED"
     assert "read_job_status" not in [d["tool"] for d in report["dispatched"]]
-    assert [d["tool"] for d in report["dispatched"]] == ["read_service_status"]
+    # the ticket's own words find the article on CSV exports: it answers, so no service is checked
+    assert [d["tool"] for d in report["dispatched"]] == ["search_docs"]
+    assert "the article “CSV export permissions”" in report["packet"]["summary"]
     assert any("not verified" in q and "J-42" in q for q in report["packet"]["open_questions"])
 
 
@@ -172,7 +188,8 @@ def test_every_call_the_rules_propose_is_a_valid_call_of_the_table():
     proposed = propose("Export and billing", "J-42 failed with EXPORT_ROLE_REQUIRED; the invoice too.", DEMO)
     assert [tool for tool, _ in proposed] == [
         "read_job_status",
-        "search_docs",
+        "search_docs",  # the error code
+        "search_docs",  # the ticket's own words: nothing explained the job (its lookup failed here)
         "read_service_status",
         "read_service_status",
     ]
@@ -195,10 +212,11 @@ def test_every_call_the_rules_propose_is_a_valid_call_of_the_table():
 )
 def test_the_rules_ask_about_the_operators_services_the_ticket_names(body, services):
     proposed = propose("Status", body, PAGE)
-    assert proposed == [("read_service_status", {"service": name}) for name in services]
+    assert proposed[0] == ("search_docs", {"query": f"Status: {body}", "max_results": 3})
+    assert proposed[1:] == [("read_service_status", {"service": name}) for name in services]
 
 
 def test_without_a_catalog_the_rules_ask_by_the_demos_words():
     """The status page could not be read: the rules ask as before, and the lookup will tell."""
     proposed = propose("Export", "Our CSV export fails and the Management Portal is down.", None)
-    assert proposed == [("read_service_status", {"service": "export"})]
+    assert proposed[1:] == [("read_service_status", {"service": "export"})]
