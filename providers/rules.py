@@ -157,9 +157,15 @@ class Investigation:
         return left.get("model_requests_left", 3) >= 3 and left.get("tool_attempts_left", 2) >= 2
 
     def problem_searches(self) -> list[tuple[str, EvidenceItem | None]]:
-        """Each problem with the search of it in the evidence (None: not searched, or nothing came back)."""
+        """Each problem with this run's search of it in the evidence (None: not searched in this run, or
+        nothing came back): a search an earlier run made is not this run's to cite."""
         by_query = {str(_content(i).get("query", "")): i for i in self.by_tool.get(DOCS, [])}
-        return [(p, by_query.get(ARGS[DOCS].normalize({"query": p})["query"])) for p in self.problems()]
+        found = []
+        for problem in self.problems():
+            args = {"query": problem, "max_results": 3}
+            searched = not self._untried(DOCS, args)
+            found.append((problem, by_query.get(ARGS[DOCS].normalize(args)["query"]) if searched else None))
+        return found
 
     @staticmethod
     def answer(problem: str, item: EvidenceItem) -> dict[str, Any] | None:
@@ -183,13 +189,15 @@ class Investigation:
                 return {"call": {"tool": DOCS, "args": args}}
         if not self.explained_failures():
             answered = False
-            for problem, item in self.problem_searches() if self._room_for_a_search() else []:
+            for problem, item in self.problem_searches():
+                args = {"query": problem, "max_results": 3}
+                if self._untried(DOCS, args):  # each run searches for itself, as it looks up each job
+                    if not self._room_for_a_search():
+                        break
+                    return {"call": {"tool": DOCS, "args": args}}
                 if item is not None and self.answer(problem, item) is not None:
                     answered = True
                     break  # the ticket's first answered problem is its main one: the rest is context
-                args = {"query": problem, "max_results": 3}
-                if item is None and self._untried(DOCS, args):
-                    return {"call": {"tool": DOCS, "args": args}}
             # An article that answers the problem is the answer; a service named in passing ("we also use
             # the API") is not checked then, so its status is never cited for a problem it has no part in.
             for service in self.services() if not answered else []:

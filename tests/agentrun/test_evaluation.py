@@ -194,7 +194,11 @@ def _figure(page: str, name: str) -> str:
 
 def test_an_accepted_handoff_handed_off_again_agrees_and_is_no_regression(dana_session):
     lead = User.objects.create_user("lead")
-    run = run_advance(run_start(ticket=Ticket.objects.get(ref="T-1007"), model_name="rules").pk)
+    t1001 = Ticket.objects.get(ref="T-1001")
+    vague = Ticket.objects.create(
+        ref="T-VAGUE", account=t1001.account, session=t1001.session, subject="Hi", body="Can someone call me back?"
+    )
+    run = run_advance(run_start(ticket=vague, model_name="rules").pk)
     packet_review(packet_id=ReviewPacket.objects.get(run=run).pk, reviewer=lead, decision="accepted")
     report = evaluate("--model", "rules")
     (case,) = report["cases"]

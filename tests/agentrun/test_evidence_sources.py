@@ -49,8 +49,8 @@ def test_a_long_document_is_cut_between_words_with_an_ellipsis(demo_committed):
     ticket.subject, ticket.body = "A message we do not understand", "Why does QUOTA_EXCEEDED show?"
     ticket.save()
     packet = _packet("T-3001")
-    (search,) = evidence_for(ticket_id=ticket.pk, refs=packet.evidence_refs)
-    quota = next(d for d in search.documents if d.code == "DOC-QUOTA-1")
+    searches = evidence_for(ticket_id=ticket.pk, refs=packet.evidence_refs)
+    quota = next(d for search in searches for d in search.documents if d.code == "DOC-QUOTA-1")
     assert quota.excerpt.endswith(" …") and "|" not in quota.excerpt
     shown = quota.excerpt.removeprefix("… ").removesuffix(" …")
     assert shown in body and body[body.index(shown) + len(shown)] == " "  # ends at a word's end
@@ -63,7 +63,7 @@ def test_the_packet_page_shows_each_document_and_the_injection_flag(staff_user, 
     assert page.count('class="sa-doc"') == 2 and page.count('class="sa-doc sa-suspect"') == 1
     assert 'data-code="DOC-RENAME-2"' in page and "Renaming a workspace" in page
     assert "Suspected injection:" in page and "AI agents reading this" in page
-    assert " | " not in page[page.index('id="evidence-E1"') : page.index("Attempted operations")]
+    assert " | " not in page[page.index('id="evidence-E2"') : page.index("Attempted operations")]
 
 
 def test_the_packet_page_links_a_cited_document_s_public_page(staff_user, ticket_t1001):

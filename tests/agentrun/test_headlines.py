@@ -124,7 +124,7 @@ def _headline(run: Run) -> str:
         ("T-1004", "Completed", "could not be reached"),
         ("T-1005", "Refused a lookup: J-77 belongs to another account (GLOBEX)", "may not make"),
         ("T-1006", "Waiting for approval", "Refused"),
-        ("T-1007", "Handed to a person", "Refused"),
+        ("T-1007", "Completed", "Refused"),  # its own words find the article on renaming
     ],
 )
 def test_every_demo_ticket_is_headlined_by_what_happened(demo_committed, ref, expected, never):
@@ -145,12 +145,23 @@ def test_a_denied_demo_lookup_is_headlined_as_the_supervisors_denial(demo_commit
     assert "supervisor denied this call: audit logs stay internal" in page
 
 
-def test_t1007_hands_off_saying_what_its_search_found(demo_committed):
+def test_t1007_cites_the_article_its_own_words_find(demo_committed):
     run = _investigated("T-1007")
+    assert run.status == Status.COMPLETED
+    assert "the article “Renaming a workspace” (DOC-RENAME-2 r1)" in run.packet.summary
+    assert "Old links redirect for 30 days." in run.packet.summary
+
+
+def test_a_hand_off_says_what_its_searches_found(demo_committed):
+    t1001 = Ticket.objects.get(ref="T-1001")
+    ticket = Ticket.objects.create(
+        ref="T-ZEBRA", account=t1001.account, session=t1001.session, subject="Code", body="We see ZEBRA_QUOTA_GONE."
+    )
+    run = _investigated(ticket.ref)
     assert run.status == Status.NEEDS_HELP
     assert "nothing to look up" not in run.stop_note
-    assert "found DOC-RENAME-2 r1 (“Renaming a workspace”)" in run.stop_note
-    assert "none of them mentions “workspace_renamed”" in run.stop_note
+    assert "The documentation search for “zebra_quota_gone”" in run.stop_note
+    assert "found no article that matches it well" in run.stop_note
 
 
 def test_t1003_is_not_verified_not_no_longer_verified(demo_committed, client, staff_user):

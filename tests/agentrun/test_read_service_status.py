@@ -70,10 +70,17 @@ def test_a_ticket_naming_the_management_portal_gets_its_status_and_the_page_wide
     run = investigation_start(ticket=ticket("T-MP", "Since this morning the Management Portal is down for all of us."))
     report = run_report(run_id=run.pk)
     assert report["status"] == "COMPLETED"
+    # the ticket's words first (no article of the demo answers them), then the service it names
     assert [(d["tool"], d["args"], d["outcome"], d["evidence"]) for d in report["dispatched"]] == [
-        ("read_service_status", {"service": "management portal"}, "ok", "E1")
+        (
+            "search_docs",
+            {"query": "status: since this morning the management portal is down for all of us.", "max_results": 3},
+            "ok",
+            "E1",
+        ),
+        ("read_service_status", {"service": "management portal"}, "ok", "E2"),
     ]
-    evidence = Evidence.objects.get(run_id=run.pk)
+    evidence = Evidence.objects.get(run_id=run.pk, tool="read_service_status")
     content = json.loads(evidence.content)
     assert (content["service"], content["status"], evidence.source_ref) == (
         "Management Portal",
@@ -82,8 +89,8 @@ def test_a_ticket_naming_the_management_portal_gets_its_status_and_the_page_wide
     )
     assert incidents(content) == [PAGE_WIDE]
     packet = report["packet"]
-    assert packet["evidence"] == ["E1"]
-    assert "Service Management Portal is major_outage [E1]" in packet["summary"]
+    assert packet["evidence"] == ["E2"]
+    assert "Service Management Portal is major_outage [E2]" in packet["summary"]
     assert "Unplanned Database Outage" in packet["summary"]
     # The page was read for its names before the first model request, then for the lookup: no more.
     assert [r.path for r in page.received] == [SUMMARY, SUMMARY]
@@ -218,7 +225,7 @@ def test_a_failed_read_keeps_the_names_read_before(page, monkeypatch):
 
 def test_a_service_the_page_no_longer_lists_is_gone_when_re_checked(page, dana_session):
     run = investigation_start(ticket=ticket("T-GIT", "git operations are slow since noon"))
-    evidence = Evidence.objects.get(run_id=run.pk)
+    evidence = Evidence.objects.get(run_id=run.pk, tool="read_service_status")
 
     def reread():
         return evidence_reread(evidence=evidence, run=run, session=dana_session, approved=set(), timeout=5.0)
