@@ -28,6 +28,7 @@ from providers.base import BuiltInModel, ModelAdapter, ModelRequestSpec, ModelRe
 from providers.context import Context, EvidenceItem
 from tickets.search import match_share, words
 from tools import read_job_status, read_service_status, search_docs
+from tools.base import CONTROL_CHARACTERS
 
 # The tools the rules call, as their modules name them (each is in tools.registry.TOOLS: a test checks it).
 JOBS, DOCS, SERVICES = read_job_status.TOOL.name, search_docs.TOOL.name, read_service_status.TOOL.name
@@ -383,6 +384,7 @@ def _sentences(text: str) -> list[str]:
 
 
 def _cut_query(sentence: str) -> str:
-    """A sentence as a search query: at most QUERY_MAX characters, cut at a word."""
-    sentence = " ".join(sentence.split())
+    """A sentence as a search query: control characters as spaces (the query refuses them, and a ticket may
+    hold a stray one), at most QUERY_MAX characters, cut at a word."""
+    sentence = " ".join(CONTROL_CHARACTERS.sub(" ", sentence).split())
     return sentence if len(sentence) <= QUERY_MAX else sentence[:QUERY_MAX].rsplit(" ", 1)[0]

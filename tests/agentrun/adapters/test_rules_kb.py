@@ -86,3 +86,10 @@ def test_quoted_history_signatures_and_staff_replies_are_not_searched():
 def test_a_sentence_that_repeats_the_subject_is_not_searched_twice():
     ctx = Context("T-9", "Vault sync stopped working", "The vault sync stopped working. It happens daily.", True)
     assert Investigation(ctx).problems() == ["Vault sync stopped working", "It happens daily."]
+
+
+def test_a_stray_control_character_in_the_ticket_never_makes_an_invalid_search(help_center):
+    run = investigated("Export\x07 fails", "Export fails after I rotated my\x1b encryption key.")
+    assert run.status == "COMPLETED"
+    (query,) = [args["query"] for tool, args in run.attempts.values_list("tool", "args") if tool == "search_docs"]
+    assert query == "export fails: export fails after i rotated my encryption key."
