@@ -151,9 +151,10 @@ def _has_phrase(text_stems: Sequence[str], text_set: frozenset[str], phrase: Seq
 # --- candidates, from each database --------------------------------------------------------
 
 
-def documents_search(*, query: str, limit: int) -> list[DocumentRevision]:
-    """Current revisions of public documents that match `query`, best first, at most `limit`."""
-    searched = query_of(query)
+def documents_search(*, query: str | Query, limit: int) -> list[DocumentRevision]:
+    """Current revisions of public documents that match `query` (its text, or as `query_of` prepared it),
+    best first, at most `limit`."""
+    searched = query if isinstance(query, Query) else query_of(query)
     if not searched.concepts:
         return []
     if connection.vendor == "postgresql":

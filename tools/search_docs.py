@@ -43,8 +43,8 @@ class SearchDocsArgs(ToolArgs):
 
 
 def search_docs(scope: SessionScope, args: dict[str, Any], lookup: Lookup = UNBOUNDED) -> ToolResult:
-    revisions = documents_search(query=args["query"], limit=args["max_results"])
-    query = query_of(args["query"])
+    query = query_of(args["query"])  # prepared once: the search ranks with it, the excerpts quote by it
+    revisions = documents_search(query=query, limit=args["max_results"])
     results = [
         {
             "id": r.document.code,
