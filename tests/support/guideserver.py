@@ -17,9 +17,11 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.support.localserver import local_server, local_url
 
 LISTING = re.compile(r"^/api/v2/help_center/(?:(?P<locale>[a-z-]+)/)?articles\.json$")
 
@@ -72,13 +74,11 @@ class GuideServer:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
+        self._server = local_server(self._handler())
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return local_url(self._server)
 
     @property
     def listing_url(self) -> str:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from tests.support.localserver import local_server, local_url
 from tickets.models import Incident, Job, Service
 
 SUMMARY_PATH = "/api/v2/summary.json"
@@ -55,13 +56,11 @@ class OperatorServer:
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._closing = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
+        self._server = local_server(self._handler())
 
     @property
     def base(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return local_url(self._server)
 
     @property
     def job_url(self) -> str:
