@@ -307,6 +307,11 @@ class ReviewPacket(models.Model):
         help_text="The proposal the run ended on (tool, args, id) and why, in words for staff only.",
     )
     budget_spent = models.JSONField(default=dict)
+    reply = models.TextField(
+        blank=True,
+        default="",
+        help_text="The suggested reply to the customer, for staff to edit and send; empty when nothing was found.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     review_state = models.CharField(
         max_length=16, choices=ReviewState.choices, default=ReviewState.PENDING, db_index=True
@@ -384,6 +389,17 @@ class PacketReview(AppendOnly):
         REJECTED = "rejected"
         SUPERSEDED = "superseded"
 
+    class Reason(models.TextChoices):
+        """Why a packet was rejected: one of a closed set, with the note in the reviewer's words."""
+
+        WRONG_CONCLUSION = "wrong_conclusion", "wrong conclusion"
+        EVIDENCE = "evidence", "missing or wrong evidence"
+        SHOULD_HAVE_LOOKED = "should_have_looked", "should have looked something up"
+        NO_ARTICLE = "no_article", "no article answers it"
+        UNCLEAR = "unclear", "unclear"
+        NOT_USEFUL = "not_useful", "not useful to the customer"
+        OTHER = "other", "other"
+
     class Action(models.TextChoices):
         """What a reviewer asks for, as the API and the packet page send it; `decision` is what is recorded."""
 
@@ -405,6 +421,14 @@ class PacketReview(AppendOnly):
     )
     decision = models.CharField(max_length=16, choices=Decision.choices)
     note = models.TextField(blank=True, default="")
+    reason = models.CharField(
+        max_length=24, choices=Reason.choices, blank=True, default="", help_text="Why it was rejected."
+    )
+    reply = models.TextField(
+        blank=True,
+        default="",
+        help_text="The reply as the reviewer kept it (the suggestion, edited or not); empty when none was kept.",
+    )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     acknowledged_changed_evidence = models.BooleanField(
         default=False, help_text="The reviewer said they accept knowing that cited evidence changed or is gone."
