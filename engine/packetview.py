@@ -102,6 +102,11 @@ class PacketView:
         return self.packet.summary
 
     @property
+    def reply(self) -> str:
+        """The suggested reply to the customer ("" when none was written)."""
+        return self.packet.reply
+
+    @property
     def evidence_refs(self) -> list[str]:
         return list(self.packet.evidence_refs)
 

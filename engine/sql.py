@@ -329,10 +329,12 @@ def _supersede_history_sql() -> str:
             "created_at",
             "acknowledged_changed_evidence",
             "changed_evidence",
+            "reason",
+            "reply",
         )
     )
     return (
-        f"INSERT INTO {_table(PacketReview)} ({columns}) SELECT p.{p('id')}, NULL, %s, %s, %s, FALSE, '[]'"
+        f"INSERT INTO {_table(PacketReview)} ({columns}) SELECT p.{p('id')}, NULL, %s, %s, %s, FALSE, '[]', '', ''"
         f" FROM {_table(ReviewPacket)} p, {_table(Run)} r WHERE p.{p('review_state')} = %s"
         f" AND r.{r('id')} = p.{p('run')} AND r.{r('ticket')} = %s AND p.{p('run')} <> %s"
     )

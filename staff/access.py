@@ -260,6 +260,8 @@ def do_review(
     packet_id: int,
     decision: str,
     note: str = "",
+    reason: str = "",
+    reply: str | None = None,
     acknowledge_changed_evidence: bool = False,
     change_decision: bool = False,
 ) -> tuple[PacketReview, bool]:
@@ -272,6 +274,8 @@ def do_review(
             reviewer=user,
             decision=decision,
             note=note,
+            reason=reason,
+            reply=reply,
             acknowledge_changed_evidence=acknowledge_changed_evidence,
             change_decision=change_decision,
         )

@@ -129,6 +129,9 @@ class ReviewOut(Schema):
     reviewer: str | None = Field(description="Empty (null) for a system entry: a packet superseded by a newer one.")
     decision: PacketReview.Decision
     note: str
+    reason: PacketReview.Reason | None = Field(description="Why it was rejected; null otherwise.")
+    reason_label: str | None
+    reply: str = Field(description='The reply as the reviewer kept it (accepted packets); "" when none.')
     acknowledged_changed_evidence: bool
     changed_evidence: list[str]
     created_at: datetime
@@ -164,6 +167,7 @@ class PacketOut(Schema):
         description="Pending, and the customer added a message to the ticket after the run started."
     )
     summary: str | None
+    reply: str = Field(description='The suggested reply to the customer, for staff to edit and send ("": none).')
     evidence: list[EvidenceView]
     attempts: list[dict[str, Any]]
     open_questions: list[str]
@@ -186,6 +190,16 @@ class StrictIn(Schema):
 class ReviewIn(StrictIn):
     decision: Literal[tuple(PacketReview.Action.values)]
     note: str = Field("", max_length=2000, pattern=SAFE_TEXT)
+    reason: Literal[tuple(PacketReview.Reason.values)] | None = Field(
+        None, description="Why a packet is rejected (required with reject; not kept with accept)."
+    )
+    reply: str | None = Field(
+        None,
+        max_length=5000,
+        pattern=SAFE_TEXT,
+        description="With accept: the reply to the customer as you will send it (the packet's suggestion, edited; "
+        '"" when not used). Left out, the suggestion is kept unchanged.',
+    )
     acknowledge_changed_evidence: bool = False
     change_decision: bool = Field(False, description="A new decision on a reviewed packet, on purpose (needs a note).")
 
@@ -293,6 +307,9 @@ def review_out(review: PacketReview) -> dict[str, Any]:
         "reviewer": reviewer,
         "decision": review.decision,
         "note": review.note,
+        "reason": review.reason or None,
+        "reason_label": review.get_reason_display() if review.reason else None,
+        "reply": review.reply,
         "acknowledged_changed_evidence": review.acknowledged_changed_evidence,
         "changed_evidence": review.changed_evidence,
         "created_at": review.created_at,
@@ -310,6 +327,7 @@ def packet_out(view: PacketView) -> dict[str, Any]:
         "messages_seen": view.messages_seen,
         "customer_wrote_again": view.customer_wrote_again,
         "summary": view.summary,
+        "reply": view.reply,
         "evidence": view.evidence,
         "attempts": view.attempts,
         "open_questions": view.open_questions,
@@ -411,7 +429,8 @@ def get_packet(request, packet_id: int = IdPath):
 
 @router.post("/packets/{packet_id}/review", response={200: ReviewOut, 201: ReviewOut, ERRORS: ErrorOut})
 def review_packet(request, payload: ReviewIn, packet_id: int = IdPath):
-    """Accept or reject a packet; a rejection needs a note. An acceptance re-reads every cited item now: one that
+    """Accept or reject a packet; a rejection needs a `reason` and a note. An acceptance keeps `reply`, the
+    reply as it will be sent (the packet's suggestion when left out). An acceptance re-reads every cited item now: one that
     changed or is gone needs `acknowledge_changed_evidence: true` (409 `evidence_changed` otherwise). A reviewed
     packet keeps its decision: the same reviewer's same decision again answers 200 with the review already
     recorded; another decision is 409 `already_reviewed` unless `change_decision: true` with a note. Reviews are
@@ -422,6 +441,8 @@ def review_packet(request, payload: ReviewIn, packet_id: int = IdPath):
         packet_id=packet_id,
         decision=decision,
         note=payload.note,
+        reason=payload.reason or "",
+        reply=payload.reply,
         acknowledge_changed_evidence=payload.acknowledge_changed_evidence,
         change_decision=payload.change_decision,
     )

@@ -18,6 +18,8 @@ from integrations.webhooks import packet_event_record, webhook_enabled
 from staff.recheck import needing_acknowledgement, packet_recheck_now
 
 MAX_NOTE = 2000
+MAX_REPLY = 5000
+Reason = PacketReview.Reason
 
 
 class ReviewError(Exception):
@@ -32,11 +34,16 @@ def packet_review(
     reviewer: User,
     decision: str,
     note: str = "",
+    reason: str = "",
+    reply: str | None = None,
     acknowledge_changed_evidence: bool = False,
     change_decision: bool = False,
 ) -> tuple[PacketReview, bool]:
-    """Record `reviewer`'s decision on a packet; returns (review, created). A rejection needs a note saying why;
-    a superseded packet is not reviewed (its ticket's newer packet is).
+    """Record `reviewer`'s decision on a packet; returns (review, created). A rejection needs a reason (one of
+    PacketReview.Reason) and a note saying why; a superseded packet is not reviewed (its ticket's newer packet is).
+
+    An acceptance keeps the reply as the reviewer left it: `reply` (the suggestion edited, or "" when they chose
+    not to use it), or the packet's suggestion unchanged when `reply` is None. A rejection keeps none.
 
     A reviewed packet keeps its decision: the same reviewer's same decision again
     returns the review already recorded (created False); any other decision is
@@ -55,9 +62,11 @@ def packet_review(
     review and sent after the commit.
     """
     note = _checked_note(decision, note)
+    reason = _checked_reason(decision, reason)
     packet = ReviewPacket.objects.filter(pk=packet_id).first()
     if packet is None:
         raise ReviewError("not_found", f"There is no review packet {packet_id}.")
+    kept_reply = _kept_reply(decision, reply, suggested=packet.reply)
     earlier = _earlier_decision(packet, reviewer=reviewer, decision=decision, note=note, change=change_decision)
     if earlier is not None:
         return earlier, False
@@ -78,6 +87,8 @@ def packet_review(
             reviewer=reviewer,
             decision=decision,
             note=note,
+            reason=reason,
+            reply=kept_reply,
             acknowledged_changed_evidence=bool(changed) and acknowledge_changed_evidence,
             changed_evidence=changed,
         )
@@ -97,6 +108,33 @@ def _checked_note(decision: str, note: str) -> str:
     if len(note) > MAX_NOTE:
         raise ReviewError("note_too_long", f"The note is longer than {MAX_NOTE} characters.")
     return note
+
+
+def _checked_reason(decision: str, reason: str) -> str:
+    """A rejection's reason, checked; an acceptance has none (a reason sent with it is not kept)."""
+    if decision != PacketReview.Decision.REJECTED:
+        return ""
+    reason = (reason or "").strip()
+    if not reason:
+        raise ReviewError("reason_required", f"Say why the packet is rejected: a reason is required ({_reasons()}).")
+    if reason not in Reason.values:
+        raise ReviewError("bad_reason", f"Unknown reason {reason[:40]!r}: use one of {_reasons()}.")
+    return reason
+
+
+def _reasons() -> str:
+    return ", ".join(Reason.values)
+
+
+def _kept_reply(decision: str, reply: str | None, *, suggested: str) -> str:
+    if decision != PacketReview.Decision.ACCEPTED:
+        return ""
+    if reply is None:
+        return suggested
+    reply = reply.replace("\r\n", "\n").strip()
+    if len(reply) > MAX_REPLY:
+        raise ReviewError("reply_too_long", f"The reply is longer than {MAX_REPLY} characters.")
+    return reply
 
 
 def packet_decision(*, packet: ReviewPacket) -> PacketReview | None:

@@ -160,6 +160,7 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
             "customer": run.session.user.email if run.session.user else "an unnamed customer",
             "can_review": can(request.user, "agentrun.review_packet") and not view.superseded,
             "note": request.GET.get("note", ""),
+            "reasons": PacketReview.Reason.choices,
             **recheck,
             "previous_url": packet_url(previous_id) if previous_id else "",
             "next_url": packet_url(next_id) if next_id else "",
@@ -188,6 +189,8 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
             packet_id=packet_id,
             decision=decision,
             note=request.POST.get("note", ""),
+            reason=request.POST.get("reason", ""),
+            reply=request.POST.get("reply") if "reply" in request.POST else None,
             acknowledge_changed_evidence=request.POST.get("acknowledge_changed_evidence") == "on",
             change_decision=change,
         )

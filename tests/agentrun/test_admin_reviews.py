@@ -65,10 +65,14 @@ def test_accepting_appends_a_review_and_updates_the_queue_state(staff_client, st
 def test_rejecting_needs_a_note(staff_client, demo):
     packet = make_runs(1)[0].packet
     url = reverse("admin:agentrun_reviewpacket_review", args=[packet.pk])
-    page = staff_client.post(url, {"decision": "reject", "note": "   "}, follow=True).content.decode()
+    page = staff_client.post(
+        url, {"decision": "reject", "reason": "wrong_conclusion", "note": "   "}, follow=True
+    ).content.decode()
     assert "a note is required" in page
     assert PacketReview.objects.count() == 0
-    staff_client.post(url, {"decision": "reject", "note": "Wrong job: the customer means J-41."})
+    staff_client.post(
+        url, {"decision": "reject", "reason": "wrong_conclusion", "note": "Wrong job: the customer means J-41."}
+    )
     packet.refresh_from_db()
     assert packet.review_state == "rejected"
     assert PacketReview.objects.get().note == "Wrong job: the customer means J-41."
@@ -76,7 +80,9 @@ def test_rejecting_needs_a_note(staff_client, demo):
 
 def test_reviews_are_history_never_edited(staff_user, supervisor_user, demo):
     packet = make_runs(1)[0].packet
-    first, _ = packet_review(packet_id=packet.pk, reviewer=staff_user, decision="rejected", note="too vague")
+    first, _ = packet_review(
+        packet_id=packet.pk, reviewer=staff_user, decision="rejected", reason="wrong_conclusion", note="too vague"
+    )
     packet_review(
         packet_id=packet.pk, reviewer=supervisor_user, decision="accepted", note="fine after all", change_decision=True
     )
@@ -162,12 +168,20 @@ def test_another_decision_needs_change_decision_and_a_note(staff_client, staff_u
     packet = make_runs(1)[0].packet
     url = reverse("admin:agentrun_reviewpacket_review", args=[packet.pk])
     staff_client.post(url, {"decision": "accept"})
-    plain = staff_client.post(url, {"decision": "reject", "note": "no"}, follow=True).content.decode()
+    plain = staff_client.post(
+        url, {"decision": "reject", "reason": "wrong_conclusion", "note": "no"}, follow=True
+    ).content.decode()
     assert "is already accepted (by staff)" in plain
-    unexplained = staff_client.post(url, {"decision": "reject", "note": " ", "change_decision": "1"}, follow=True)
+    unexplained = staff_client.post(
+        url, {"decision": "reject", "reason": "wrong_conclusion", "note": " ", "change_decision": "1"}, follow=True
+    )
     assert "a note is required." in unexplained.content.decode()
     assert list(PacketReview.objects.values_list("decision", flat=True)) == ["accepted"]
-    changed = staff_client.post(url, {"decision": "reject", "note": "Wrong job.", "change_decision": "1"}, follow=True)
+    changed = staff_client.post(
+        url,
+        {"decision": "reject", "reason": "wrong_conclusion", "note": "Wrong job.", "change_decision": "1"},
+        follow=True,
+    )
     assert changed.redirect_chain[-1][0] == reverse("admin:agentrun_reviewpacket_change", args=[packet.pk])
     page = changed.content.decode()
     assert f"Packet {packet.pk}: decision changed to rejected." in page

@@ -40,7 +40,7 @@ def test_accept_then_a_changed_decision_are_appended(client, staff_user, supervi
     rejected = _post(
         client,
         packet.pk,
-        {"decision": "reject", "note": "  J-41 was meant  ", "change_decision": True},
+        {"decision": "reject", "reason": "wrong_conclusion", "note": "  J-41 was meant  ", "change_decision": True},
         bearer(supervisor_user),
     )
     assert rejected.status_code == 201 and rejected.json()["note"] == "J-41 was meant"
@@ -55,8 +55,8 @@ def test_a_new_decision_on_a_reviewed_packet_is_already_reviewed_unless_changed_
     packet = make_runs(1)[0].packet
     assert _post(client, packet.pk, {"decision": "accept"}, bearer(staff_user)).status_code == 201
     for user, body in [
-        (staff_user, {"decision": "reject", "note": "on second thought"}),
-        (supervisor_user, {"decision": "reject", "note": "J-41 was meant"}),
+        (staff_user, {"decision": "reject", "reason": "wrong_conclusion", "note": "on second thought"}),
+        (supervisor_user, {"decision": "reject", "reason": "wrong_conclusion", "note": "J-41 was meant"}),
         (supervisor_user, {"decision": "accept"}),  # accepted already, but by someone else: a decision of their own
     ]:
         _error(_post(client, packet.pk, body, bearer(user)), 409, "already_reviewed")
@@ -67,7 +67,10 @@ def test_a_new_decision_on_a_reviewed_packet_is_already_reviewed_unless_changed_
     )
     assert list(PacketReview.objects.values_list("decision", flat=True)) == ["accepted"]
     changed = _post(
-        client, packet.pk, {"decision": "reject", "note": "Wrong job.", "change_decision": True}, bearer(staff_user)
+        client,
+        packet.pk,
+        {"decision": "reject", "reason": "wrong_conclusion", "note": "Wrong job.", "change_decision": True},
+        bearer(staff_user),
     )
     assert changed.status_code == 201 and changed.json()["decision"] == "rejected"
     assert ReviewPacket.objects.get(pk=packet.pk).review_state == "rejected"
@@ -79,10 +82,16 @@ def test_the_same_decision_sent_again_adds_nothing(client, staff_user, demo):
     again = _post(client, packet.pk, {"decision": "accept"}, bearer(staff_user))
     assert first.status_code == 201 and again.status_code == 200 and again.json() == first.json()
     rejected = _post(
-        client, packet.pk, {"decision": "reject", "note": "No.", "change_decision": True}, bearer(staff_user)
+        client,
+        packet.pk,
+        {"decision": "reject", "reason": "wrong_conclusion", "note": "No.", "change_decision": True},
+        bearer(staff_user),
     )
     retried = _post(
-        client, packet.pk, {"decision": "reject", "note": "No.", "change_decision": True}, bearer(staff_user)
+        client,
+        packet.pk,
+        {"decision": "reject", "reason": "wrong_conclusion", "note": "No.", "change_decision": True},
+        bearer(staff_user),
     )
     assert rejected.status_code == 201 and retried.status_code == 200 and retried.json()["id"] == rejected.json()["id"]
     assert list(PacketReview.objects.values_list("decision", flat=True)) == ["accepted", "rejected"]
@@ -92,7 +101,10 @@ def test_the_same_decision_sent_again_adds_nothing(client, staff_user, demo):
     "body,status,code",
     [
         ({"decision": "reject"}, 422, "note_required"),
-        ({"decision": "reject", "note": "   "}, 422, "note_required"),
+        ({"decision": "reject", "note": "Wrong job."}, 422, "reason_required"),
+        ({"decision": "reject", "reason": "bad", "note": "Wrong job."}, 422, "invalid_input"),
+        ({"decision": "accept", "reply": "x" * 5001}, 422, "invalid_input"),
+        ({"decision": "reject", "reason": "wrong_conclusion", "note": "   "}, 422, "note_required"),
         ({"decision": "ok"}, 422, "invalid_input"),
         ({"decision": "accept", "note": 5}, 422, "invalid_input"),
         ({"decision": "accept", "note": "x" * 2001}, 422, "invalid_input"),
@@ -142,3 +154,21 @@ def test_a_wrong_method_is_a_json_405(client, staff_user, demo):
     response = client.delete("/api/runs", **bearer(staff_user))
     assert response.status_code == 405 and response.json()["code"] == "method_not_allowed"
     assert response["Allow"] == "GET"
+
+
+def test_an_acceptance_keeps_the_reply_as_edited_and_a_rejection_its_reason(client, staff_user, demo):
+    edited, unchanged, rejected = (r.packet for r in make_runs(3))
+    suggestion = "Hello,\n\nYour export J-42 failed because the export role was missing."
+    ReviewPacket.objects.filter(pk__in=[edited.pk, unchanged.pk, rejected.pk]).update(reply=suggestion)
+    mine = "Hi Dana,\r\n\r\nJ-42 failed: ask an admin for the export role.  "
+    body = _post(client, edited.pk, {"decision": "accept", "reply": mine}, bearer(staff_user)).json()
+    assert body["reply"] == "Hi Dana,\n\nJ-42 failed: ask an admin for the export role." and body["reason"] is None
+    assert _post(client, unchanged.pk, {"decision": "accept"}, bearer(staff_user)).json()["reply"] == suggestion
+    body = _post(
+        client,
+        rejected.pk,
+        {"decision": "reject", "reason": "no_article", "note": "x", "reply": mine},
+        bearer(staff_user),
+    ).json()
+    assert (body["reason"], body["reason_label"], body["reply"]) == ("no_article", "no article answers it", "")
+    assert client.get(f"/api/packets/{edited.pk}", **bearer(staff_user)).json()["reply"] == suggestion

@@ -21,7 +21,9 @@ def five_runs(demo, supervisor_user):
     """One run per ending: COMPLETED, NEEDS_HELP, NO_PROGRESS, INVALID_OR_FORBIDDEN, TOOL_LIMIT."""
     runs = make_runs(5)
     packet_review(packet_id=runs[0].packet.pk, reviewer=supervisor_user, decision="accepted")
-    packet_review(packet_id=runs[1].packet.pk, reviewer=supervisor_user, decision="rejected", note="no")
+    packet_review(
+        packet_id=runs[1].packet.pk, reviewer=supervisor_user, decision="rejected", reason="wrong_conclusion", note="no"
+    )
     return runs
 
 
@@ -49,7 +51,14 @@ def test_the_acceptance_rate_counts_each_packets_latest_decision_once(five_runs,
     packet_review(
         packet_id=rejected, reviewer=staff_user, decision="accepted", note="J-42 after all", change_decision=True
     )
-    packet_review(packet_id=accepted, reviewer=staff_user, decision="rejected", note="Wrong job.", change_decision=True)
+    packet_review(
+        packet_id=accepted,
+        reviewer=staff_user,
+        decision="rejected",
+        reason="wrong_conclusion",
+        note="Wrong job.",
+        change_decision=True,
+    )
     packet_review(
         packet_id=accepted, reviewer=supervisor_user, decision="accepted", note="Right job.", change_decision=True
     )

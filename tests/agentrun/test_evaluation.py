@@ -42,6 +42,7 @@ def reviewed(dana_session):
             packet_id=packet.pk,
             reviewer=lead,
             decision="accepted" if accept else "rejected",
+            reason="" if accept else "wrong_conclusion",
             note="" if accept else "no draft",
         )
         runs.append(run)

@@ -44,6 +44,7 @@ def reviewed(demo_committed):
             packet_id=packet.pk,
             reviewer=lead,
             decision="accepted" if accept else "rejected",
+            reason="" if accept else "wrong_conclusion",
             note="" if accept else "no draft",
         )
 

@@ -83,7 +83,7 @@ def test_the_decision_is_the_latest_staff_review(client, investigated, superviso
     client.post(f"/api/packets/{packet.pk}/review", {"decision": "accept"}, content_type="application/json", **auth)
     client.post(
         f"/api/packets/{packet.pk}/review",
-        {"decision": "reject", "note": "Wrong job.", "change_decision": True},
+        {"decision": "reject", "reason": "wrong_conclusion", "note": "Wrong job.", "change_decision": True},
         content_type="application/json",
         **bearer(supervisor_user),
     )

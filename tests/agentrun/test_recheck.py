@@ -166,7 +166,9 @@ def test_accepting_changed_evidence_needs_the_acknowledgement_in_the_api(client,
 def test_accepting_unchanged_evidence_and_rejecting_need_nothing_new(client, staff_user, supervisor_user, packet):
     assert _accept(client, staff_user, packet).status_code == 201
     Job.objects.filter(ref="J-42").delete()
-    body = json.dumps({"decision": "reject", "note": "J-42 is gone.", "change_decision": True})
+    body = json.dumps(
+        {"decision": "reject", "reason": "wrong_conclusion", "note": "J-42 is gone.", "change_decision": True}
+    )
     rejected = client.post(
         f"/api/packets/{packet.pk}/review", body, content_type="application/json", **bearer(supervisor_user)
     )

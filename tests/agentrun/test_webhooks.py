@@ -73,7 +73,13 @@ def test_a_written_packet_is_sent_signed_after_its_step_commits(ticket_t1001, ho
 def test_a_review_sends_its_decision_and_note(ticket_t1001, hook, staff_user):
     run = investigate(ticket_t1001)
     wait_for(delivered, 10, "the packet.written delivery")
-    packet_review(packet_id=run.packet.pk, reviewer=staff_user, decision="rejected", note="Ask for the job id.")
+    packet_review(
+        packet_id=run.packet.pk,
+        reviewer=staff_user,
+        decision="rejected",
+        reason="wrong_conclusion",
+        note="Ask for the job id.",
+    )
     wait_for(lambda: delivered(2), 10, "the packet.reviewed delivery")
 
     got = hook.received[1]

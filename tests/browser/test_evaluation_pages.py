@@ -34,6 +34,7 @@ def evaluation(supervisor_user, demo_committed) -> Evaluation:
             packet_id=packet.pk,
             reviewer=lead,
             decision="accepted" if accept else "rejected",
+            reason="" if accept else "wrong_conclusion",
             note="" if accept else "no draft",
         )
     return evaluation_run(evaluation_create(candidate_model="rules", reviewed=Evaluation.Reviewed.ALL))

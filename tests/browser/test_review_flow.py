@@ -141,12 +141,18 @@ def test_keyboard_shortcuts_on_the_packet_page(page, live_server, login, shot, s
     page.keyboard.type("Cites the wrong job.")  # "a", "j", "k" typed in the note are text, not shortcuts
     shot("28-reject-note-focused")
     expect(page).to_have_url(re.compile(f"/reviewpacket/{oldest.pk}/change/"))
+    page.keyboard.press("Control+Enter")  # no reason chosen: the browser keeps the form
+    expect(page).to_have_url(re.compile(f"/reviewpacket/{oldest.pk}/change/"))
+    assert PacketReview.objects.filter(packet=oldest).count() == 0
+    page.select_option("#review-reason", "evidence")
+    page.focus("#review-note")
     page.keyboard.press("Control+Enter")
     expect(page).to_have_url(re.compile(f"/reviewpacket/{middle.pk}/change/"))
     page.keyboard.press("a")
     expect(page).to_have_url(re.compile(f"/reviewpacket/{newest.pk}/change/"))
     assert PacketReview.objects.get(packet=oldest).decision == "rejected"
     assert PacketReview.objects.get(packet=oldest).note == "Cites the wrong job."
+    assert PacketReview.objects.get(packet=oldest).reason == "evidence"
     assert PacketReview.objects.get(packet=middle).decision == "accepted"
 
 
@@ -288,11 +294,13 @@ def test_a_reviewed_packet_shows_its_decision_and_changes_it_only_with_a_note(
     expect(page.locator("#change-note")).to_be_focused()
     assert PacketReview.objects.filter(packet=packet).count() == 1
     page.fill("#change-note", "It cites the wrong job.")
+    page.select_option("#change-reason", "wrong_conclusion")
     shot("33-changing-a-decision")
     page.click("#change-submit")
     expect(page.locator(".messagelist")).to_contain_text(f"Packet {packet.pk}: decision changed to rejected.")
     expect(page.locator("#decision-line")).to_contain_text("Rejected by staff at")
     expect(page.locator("#decision-line")).to_contain_text("It cites the wrong job.")
+    expect(page.locator("#decision-reason")).to_have_text("wrong conclusion")
     expect(page.locator("#review-state")).to_have_text("rejected")
     expect(page.locator("#change-submit")).to_have_text("Change to accepted")
     shot("34-decision-changed")
