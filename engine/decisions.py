@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from engine.budgets import Budget, Usage, tool_attempts_left
 from engine.statuses import Detail, Status, Stop
 from providers.answers import DraftSchema, HandoffSchema
+from providers.replies import reply_refs, reply_urls, without_markers
 from tools.base import CONTROL_CHARACTERS, Catalog, call_key, storable
 from tools.registry import TOOLS
 
@@ -142,10 +143,17 @@ class Draft:
     summary: str
     evidence: tuple[str, ...]
     open_questions: tuple[str, ...]
+    reply: str = ""  # the suggested reply to the customer, as staff read it ("" when none)
 
 
-def validate_draft(raw: Any, known_refs: Collection[str]) -> Draft | str:
-    """A valid draft, or the validation error to record."""
+def validate_draft(
+    raw: Any, known_refs: Collection[str], cited_texts: Callable[[tuple[str, ...]], list[str]] | None = None
+) -> Draft | str:
+    """A valid draft, or the validation error to record.
+
+    A reply cites only evidence the draft cites, and links only to an address that cited evidence holds (an
+    article's public url): `cited_texts(refs)` gives the cited items' contents, asked only for a reply with a
+    link. Its evidence markers are taken out of the text kept (the customer reads it)."""
     try:
         schema = DraftSchema.model_validate(raw)
     except ValidationError as exc:
@@ -154,7 +162,20 @@ def validate_draft(raw: Any, known_refs: Collection[str]) -> Draft | str:
     missing = [ref for ref in cited if ref not in known_refs]
     if missing:
         return f"invalid draft: evidence {', '.join(missing)} does not exist on this ticket"
-    return Draft(schema.summary, cited, tuple(schema.open_questions))
+    reply = schema.reply or ""
+    uncited = [ref for ref in reply_refs(reply) if ref not in cited]
+    if uncited:
+        return f"invalid draft: reply: {', '.join(uncited)} is not in the draft's evidence; cite only what it cites"
+    urls = reply_urls(reply)
+    if urls:
+        texts = cited_texts(cited) if cited_texts else []
+        unknown = [url for url in urls if not any(url in text for text in texts)]
+        if unknown:
+            return (
+                f"invalid draft: reply: {unknown[0]} is not the address of an article the draft cites;"
+                " link only to a cited article's url"
+            )
+    return Draft(schema.summary, cited, tuple(schema.open_questions), without_markers(reply).strip())
 
 
 def describe_validation_error(exc: ValidationError) -> str:

@@ -10,6 +10,7 @@ from engine.models import ReviewPacket, Run, ToolAttempt
 from engine.signals import packet_written
 from engine.sql import StepWrites, packets_supersede
 from engine.statuses import Stop
+from providers.replies import holding_reply
 
 
 def packet_write(
@@ -43,6 +44,7 @@ def packet_write(
         stop_note=stop.note,
         refused=refused,
         budget_spent=budget_spent(run, now),
+        reply=_reply(run, stop, draft),
         created_at=now,
     )
     writes.insert(packet)
@@ -50,6 +52,16 @@ def packet_write(
         packets_supersede_later(run=run, now=now, writes=writes)
         packet_written.send(sender=ReviewPacket, run=run, packet=packet, now=now, writes=writes)
     return packet
+
+
+def _reply(run: Run, stop: Stop, draft: Draft | None) -> str:
+    """The suggested reply: the draft's; else, when the run found something, the holding reply of its stop
+    (a person is on it); else none. An evaluation's packet has none: nobody will send it."""
+    if draft is not None and draft.reply:
+        return draft.reply
+    if run.purpose != Run.Purpose.INVESTIGATION or not run.evidence_refs:
+        return ""
+    return holding_reply(status=stop.status, subject=run.subject)
 
 
 def packets_supersede_later(*, run: Run, now: datetime, writes: StepWrites) -> None:

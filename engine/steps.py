@@ -62,7 +62,7 @@ from engine.settling import (
 from engine.sql import StepWrites, run_locked, run_relocked
 from engine.statuses import Detail, Status, Stop
 from engine.waiting import Finished, Raised, TimedOut
-from tickets.selectors import Forbidden, SessionScope, evidence_refs_for_ticket
+from tickets.selectors import Forbidden, SessionScope, evidence_refs_for_ticket, evidence_texts
 from tools.base import canonical_json
 from tools.registry import TOOLS, ApprovalRequired, Catalog
 
@@ -295,7 +295,11 @@ def _decide(run: Run, writes: StepWrites, request: ModelRequest, proposal, now: 
         return None
     if isinstance(proposal, DraftProposal):
         request.proposal = "draft"
-        draft = validate_draft(proposal.raw, evidence_refs_for_ticket(ticket_id=run.ticket_id))
+        draft = validate_draft(
+            proposal.raw,
+            evidence_refs_for_ticket(ticket_id=run.ticket_id),
+            lambda refs: evidence_texts(ticket_id=run.ticket_id, refs=refs),
+        )
         if isinstance(draft, str):
             request.outcome = ModelRequest.Outcome.INVALID_DRAFT
             return _validation_error(run, writes, request, draft, now)

@@ -13,8 +13,9 @@ evidence it is shown, one decision a turn:
    explains a failed job or an article answers the ticket's problem: the operator's services it mentions by name (the catalog
    the engine read into the context), and the demo's four by their usual words
    ("CSV" is the export service) where the catalog lists them;
-5. draft a packet citing the evidence it used, listing what it could not establish;
-   with nothing to cite, hand off, saying what it looked up and found, and why that is not enough.
+5. draft a packet citing the evidence it used, listing what it could not establish, with a suggested reply
+   to the customer written from the same findings (providers.replies: the job's outcome, the article and the
+   passage that answers, a service's trouble, each article's public link); with nothing to cite, hand off, saying what it looked up and found, and why that is not enough.
 It reports no token usage: it spends none.
 """
 
@@ -26,6 +27,7 @@ from typing import Any
 
 from providers.base import BuiltInModel, ModelAdapter, ModelRequestSpec, ModelResponse, TokenUsage
 from providers.context import Context, EvidenceItem
+from providers.replies import ReplyWriter
 from tickets.search import match_share, words
 from tools import read_job_status, read_service_status, search_docs
 from tools.base import CONTROL_CHARACTERS
@@ -225,6 +227,7 @@ class Investigation:
 
     def draft(self) -> dict[str, Any]:
         sentences, cited, questions = [], [], []
+        reply = ReplyWriter()
         explained = {id(j) for j, _, _ in self.explained_failures()}
         for job, doc_ref, doc in self.explained_failures():
             sentences.append(self._job_sentence(job))
@@ -232,11 +235,13 @@ class Investigation:
                 f'{doc["id"]} {doc["revision"]} ("{doc["title"]}") documents {job["error_code"]} [{doc_ref}]:'
                 f" {doc['excerpt'].strip()}"
             )
+            reply.job(job, explained_by=doc)
             cited += [job["ref"], doc_ref]
             questions += self._job_questions(job)
         for job in self.jobs():
             if id(job) not in explained and all(job["ref"] != c for c in cited):
                 sentences.append(self._job_sentence(job))
+                reply.job(job)
                 cited.append(job["ref"])
         if not explained:
             unanswered = []
@@ -244,6 +249,7 @@ class Investigation:
                 article = self.answer(problem, item) if item is not None else None
                 if article is not None and item is not None:
                     sentences.append(self._answer_sentence(problem, article, item.ref))
+                    reply.article(article)
                     cited.append(item.ref)
                 elif item is not None:
                     unanswered.append((problem, item.ref))
@@ -253,8 +259,10 @@ class Investigation:
                 questions.append(
                     f"Which article should have answered {asked}? The search [{refs}] found none that matches well."
                 )
+        found_before_services = bool(reply.paragraphs)
         for item in self.by_tool.get(SERVICES, []):
             sentences.append(self._service_sentence(item))
+            reply.service(_content(item), news_only=found_before_services)
             cited.append(item.ref)
         if not cited:
             return {"handoff": self.handoff_reason()}
@@ -271,13 +279,12 @@ class Investigation:
         if "renam" in self.text.casefold():
             questions.append("Is the failure related to the workspace rename, or only coincident with it?")
         sentences.append(RULES_NOTE)
-        return {
-            "draft": {
-                "summary": " ".join(sentences)[:2000],
-                "evidence": list(dict.fromkeys(cited)),
-                "open_questions": list(dict.fromkeys(questions)),
-            }
+        draft = {
+            "summary": " ".join(sentences)[:2000],
+            "evidence": list(dict.fromkeys(cited)),
+            "open_questions": list(dict.fromkeys(questions)),
         }
+        return {"draft": draft | ({"reply": reply.text()} if reply.text() else {})}
 
     def unreached_jobs(self) -> list[str]:
         """The jobs whose every lookup failed because the job status service did not answer."""

@@ -42,7 +42,8 @@ DECISION_TOOLS: dict[str, tuple[type[BaseModel], str]] = {
     DRAFT_TOOL: (
         DraftSchema,
         "Hand in the review packet for staff: a summary citing evidence references (E1, E2, ...), "
-        "the references it relies on, and what could not be established. Ends the investigation.",
+        "the references it relies on, what could not be established, and optionally a reply for the customer. "
+        "Ends the investigation.",
     ),
     HANDOFF_TOOL: (HandoffSchema, "Hand the ticket to a person, saying why. Ends the investigation."),
 }

@@ -112,6 +112,12 @@ def evidence_refs_for_ticket(*, ticket_id: int) -> set[str]:
     return {f"E{n}" for n in Evidence.objects.filter(ticket_id=ticket_id).order_by().values_list("number", flat=True)}
 
 
+def evidence_texts(*, ticket_id: int, refs: tuple[str, ...]) -> list[str]:
+    """The contents of the ticket's evidence items `refs` (E1, E2, …), as recorded."""
+    numbers = [int(ref[1:]) for ref in refs if ref[:1] == "E" and ref[1:].isdigit()]
+    return list(Evidence.objects.filter(ticket_id=ticket_id, number__in=numbers).values_list("content", flat=True))
+
+
 def document_current(*, code: str) -> Current | None:
     """Document `code` as it reads now (title, visibility, current body), or None when there is none."""
     document = Document.objects.filter(code=code).first()

@@ -128,3 +128,45 @@ def test_no_known_references_means_no_valid_draft():
 )
 def test_the_validation_error_says_where_the_draft_is_wrong(raw, start):
     assert validate_draft(raw, KNOWN).startswith(start)
+
+
+# --- the suggested reply (optional) -----------------------------------------------------
+
+ARTICLE = '{"results": [{"id": "DOC-EXPORT-7", "title": "Export roles", "url": "https://help.example/export-roles"}]}'
+
+
+def cited_texts(refs):
+    return [ARTICLE] if "E1" in refs else []
+
+
+def test_a_draft_without_a_reply_keeps_none():
+    assert validate_draft(draft(), KNOWN).reply == "" and validate_draft(draft(reply="  "), KNOWN).reply == ""
+
+
+def test_a_reply_is_kept_without_its_evidence_markers():
+    reply = "Hello,\n\nYour export needs the export role [E1]. See https://help.example/export-roles [E1]."
+    result = validate_draft(draft(reply=reply), KNOWN, cited_texts)
+    assert result.reply == "Hello,\n\nYour export needs the export role. See https://help.example/export-roles."
+
+
+@pytest.mark.parametrize(
+    "reply,error",
+    [
+        ("It failed [E2].", "E2 is not in the draft's evidence"),
+        ("It failed [E1, E3].", "E3 is not in the draft's evidence"),
+        ("Read https://evil.example/phish [E1].", "https://evil.example/phish is not the address of an article"),
+        ('Here is the record: {"status": "failed"}', "reply holds JSON"),
+        ("Your requester_current_role is viewer.", "internal field 'requester_current_role'"),
+        ("a" * 3001, "longer than 3000 characters"),
+        (42, "reply"),
+    ],
+)
+def test_a_reply_says_only_what_the_cited_evidence_holds(reply, error):
+    result = validate_draft(draft(reply=reply), KNOWN, cited_texts)
+    assert isinstance(result, str) and result.startswith("invalid draft") and error in result, result
+
+
+def test_an_error_code_the_customer_saw_may_be_named():
+    assert validate_draft(draft(reply="It failed with EXPORT_ROLE_REQUIRED [E1]."), KNOWN).reply == (
+        "It failed with EXPORT_ROLE_REQUIRED."
+    )

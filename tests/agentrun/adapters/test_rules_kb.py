@@ -7,6 +7,7 @@ import pytest
 
 from engine.services import investigation_start
 from providers.context import Context, MessageItem
+from providers.replies import reply_problem
 from providers.rules import Investigation
 from tests.tickets.test_search import ARTICLES
 from tickets.models import Document, Ticket
@@ -93,3 +94,53 @@ def test_a_stray_control_character_in_the_ticket_never_makes_an_invalid_search(h
     assert run.status == "COMPLETED"
     (query,) = [args["query"] for tool, args in run.attempts.values_list("tool", "args") if tool == "search_docs"]
     assert query == "export fails: export fails after i rotated my encryption key."
+
+
+# --- the suggested reply ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "subject,body,title,passage,url",
+    [
+        (
+            "Export fails",
+            "Hi team,\n\nExport fails after I rotated my encryption key.\n\nThanks,\nDana",
+            "Encrypted Exports",
+            "If you rotate your account encryption key, encrypted exports made before the rotation",
+            "https://help.example/encrypted-exports",
+        ),
+        (
+            "Lost my phone",
+            "Hello, I lost my phone with the authenticator app and cannot log in.",
+            "Lost Two-step Login Device",
+            "use your two-step login recovery code",
+            "https://help.example/lost-two-step-device",
+        ),
+        (
+            "Importing from LastPass fails",
+            "The LastPass import fails. We also use your API.",
+            "Import Data from LastPass",
+            "Export your LastPass vault as a .csv file",
+            "https://help.example/import-from-lastpass",
+        ),
+    ],
+)
+def test_the_reply_quotes_the_answering_article_and_links_it(help_center, subject, body, title, passage, url):
+    reply = investigated(subject, body).packet.reply
+    assert reply.startswith("Hello,\n\n") and reply.endswith("Best regards,")
+    assert f"Our article “{title}”" in reply and passage in reply and f"You can read it here: {url}" in reply
+    assert reply_problem(reply) is None and "[E" not in reply and "Dana" not in reply and "API" not in reply
+
+
+def test_a_handoff_suggests_no_reply(help_center):
+    run = investigated("Printer", "The office printer is jammed again and nobody can print.")
+    assert run.status == "NEEDS_HELP" and run.packet.reply == ""
+
+
+def test_a_job_failure_is_told_with_the_article_on_its_error_in_the_customers_terms(ticket_t1001):
+    run = investigation_start(ticket=ticket_t1001)
+    run.refresh_from_db()
+    reply = run.packet.reply
+    assert "We looked at your csv export J-42: it failed on 14 September 2026 at 10:02 UTC" in reply
+    assert "with the error EXPORT_ROLE_REQUIRED. Our article “" in reply and "explains what this error means" in reply
+    assert "T10:02" not in reply and "requester_current_role" not in reply and "{" not in reply
