@@ -16,6 +16,8 @@ inline. Prints:
   at least 0.85);
 * `unanswerable_named`: the share of unanswerable tickets whose packet names an article anyway
   (target at most 0.20);
+* `replies_linking_named`: of the packets that name an article, the share whose suggested reply links it
+  (its public address: `--base-url` plus the file's path, as `import_docs --base-url` makes it);
 and, per ticket, what its packet named.
 """
 
@@ -71,16 +73,22 @@ def main() -> int:
     parser.add_argument("helpcenter", help="the exported help center's folder (bitwarden/help's _articles)")
     parser.add_argument("--model", default="rules", help="the model to investigate with (default: rules)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--base-url",
+        default="https://help.example.com/",
+        help="the help center's public address, before each file's path (import_docs --base-url)",
+    )
     options = parser.parse_args()
 
     call_command("migrate", verbosity=0, interactive=False)
     seed_demo()
     for code, *_ in DOCUMENTS:  # the demo's own articles are not this help center's
         document_retire(code=code)
-    report = docs_import(paths=[options.helpcenter], prune=False, dry_run=False, base_url="")
+    report = docs_import(paths=[options.helpcenter], prune=False, dry_run=False, base_url=options.base_url)
     if report.failed:
         print(f"{len(report.failed)} files failed to import", file=sys.stderr)
     articles = list(Document.objects.filter(revisions__is_current=True).values_list("code", flat=True))
+    urls = dict(Document.objects.exclude(url="").values_list("code", "url"))
     cases = json.loads(SET.read_text())["cases"]
     template = Ticket.objects.select_related("account", "session").get(ref="T-1001")
 
@@ -96,7 +104,8 @@ def main() -> int:
         problems = Investigation(Context(ticket.ref, ticket.subject, ticket.body, True)).problems()
         top = [r.document.code for r in documents_search(query=problems[0], limit=3)] if problems else []
         run = run_advance(run_start(ticket=ticket, session=ticket.session, model_name=options.model).pk)
-        summary = getattr(getattr(run, "packet", None), "summary", None) or ""
+        packet = getattr(run, "packet", None)
+        summary, reply = (packet.summary or "", packet.reply) if packet else ("", "")
         cited = named(summary, articles)
         if case["answers"]:
             found_at_3 += bool(set(top) & set(case["answers"]))
@@ -110,6 +119,8 @@ def main() -> int:
                 "named": cited,
                 "answers": case["answers"],
                 "summary": summary,
+                "reply": reply,
+                "reply_links": [c for c in cited if urls.get(c) and urls[c] in reply],
             }
         )
 
@@ -123,6 +134,9 @@ def main() -> int:
         "search_recall_at_3": round(found_at_3 / answerable, 3),
         "answered_named": round(answered / answerable, 3),
         "unanswerable_named": round(unanswerable_named / unanswerable, 3) if unanswerable else None,
+        "replies_linking_named": round(sum(bool(r["reply_links"]) for r in rows if r["named"]) / named_count, 3)
+        if (named_count := sum(bool(r["named"]) for r in rows))
+        else None,
     }
     if options.json:
         print(json.dumps({**figures, "tickets_seen": rows}))
