@@ -202,3 +202,29 @@ def test_a_get_on_a_post_only_url_opens_the_page_of_its_object(staff_client, dem
             "admin:agentrun_run_change", args=[run.pk]
         )
     assert not PacketReview.objects.exists()
+
+
+def test_the_suggested_reply_is_edited_on_the_page_and_kept_with_the_acceptance(staff_client, staff_user, demo):
+    packet = make_runs(1)[0].packet
+    ReviewPacket.objects.filter(pk=packet.pk).update(reply="Hello,\n\nJ-42 failed <because> of the role.")
+    page_url = reverse("admin:agentrun_reviewpacket_change", args=[packet.pk])
+    page = staff_client.get(page_url).content.decode()
+    assert 'name="reply" form="review-form"' in page and "J-42 failed &lt;because&gt; of the role." in page
+    assert 'id="copy-reply"' in page
+    url = reverse("admin:agentrun_reviewpacket_review", args=[packet.pk])
+    staff_client.post(url, {"decision": "accept", "reply": "Hi Dana,\r\n\r\nAsk an admin for the editor role."})
+    review = PacketReview.objects.get(packet=packet)
+    assert (review.decision, review.reply) == ("accepted", "Hi Dana,\n\nAsk an admin for the editor role.")
+    page = staff_client.get(page_url).content.decode()
+    assert 'id="reply-kept-note"' in page and "edited from the suggestion" in page and 'name="reply"' not in page
+    assert "Ask an admin for the editor role." in page
+
+
+def test_a_rejection_without_a_reason_is_refused_on_the_page_and_a_reason_is_shown(staff_client, demo):
+    packet = make_runs(1)[0].packet
+    url = reverse("admin:agentrun_reviewpacket_review", args=[packet.pk])
+    page = staff_client.post(url, {"decision": "reject", "note": "Wrong job."}, follow=True).content.decode()
+    assert "a reason is required" in page and PacketReview.objects.count() == 0
+    staff_client.post(url, {"decision": "reject", "reason": "no_article", "note": "Wrong job."})
+    page = staff_client.get(reverse("admin:agentrun_reviewpacket_change", args=[packet.pk])).content.decode()
+    assert '<span id="decision-reason">no article answers it</span>' in page

@@ -88,6 +88,9 @@ def render_packet(view: PacketView) -> str:
     lines += [f"  {a['tool']} {json.dumps(a['args'])} -> {a['outcome']}" for a in view.attempts] or ["  none"]
     lines += ["", "Open questions:"]
     lines += [f"  - {q}" for q in view.open_questions] or ["  none"]
+    if view.reply:
+        lines += ["", "Suggested reply (for staff to edit and send from the help desk):"]
+        lines += [f"  | {line}".rstrip() for line in view.reply.splitlines()]
     lines += ["", "Budget spent: " + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in view.budget_spent.items())]
     lines.append("Nothing was sent to the customer; nothing was changed.")
     return "\n".join(lines)
