@@ -545,13 +545,21 @@ for _name, (_kind, _bound) in budget_limits().items():
 
 
 class WebhookDelivery(models.Model):
-    """One event for the packet webhook: recorded in the transaction that caused it, sent after it
-    commits (integrations.webhooks). The payload is exactly what is sent; it never changes."""
+    """One message to the help desk: recorded in the transaction that caused it, sent after it commits
+    (integrations.webhooks). The payload is exactly what is sent, as JSON; it never changes.
+
+    `target` says where it goes: the packet webhook (a signed event, `AGENT_PACKET_WEBHOOK_URL`), or a
+    private note on the Zendesk ticket `ticket_external_id` (integrations.zendesknotes). Both go
+    through the same claim, attempts and retries."""
 
     class Status(models.TextChoices):
         PENDING = "pending"
         DELIVERED = "delivered"
         FAILED = "failed"
+
+    class Target(models.TextChoices):
+        WEBHOOK = "webhook", "packet webhook"
+        ZENDESK_NOTE = "zendesk_note", "Zendesk note"
 
     class EventType(models.TextChoices):
         PACKET_WRITTEN = "packet.written"
@@ -560,6 +568,10 @@ class WebhookDelivery(models.Model):
 
     event_id = models.UUIDField(unique=True, help_text="The event's id, sent as its `id`.")
     event_type = models.CharField(max_length=32, choices=EventType.choices)
+    target = models.CharField(max_length=16, choices=Target.choices, default=Target.WEBHOOK)
+    ticket_external_id = models.CharField(
+        max_length=64, blank=True, default="", help_text="The Zendesk ticket a note goes to; blank for the webhook."
+    )
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False)
     payload = models.JSONField()
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)

@@ -1,5 +1,6 @@
 """Packet notifications: a signed JSON event to the help desk when a packet is written or reviewed,
-and when a call starts waiting for a supervisor's approval.
+and when a call starts waiting for a supervisor's approval; and the outbox every message to the
+help desk goes through (the event, and the Zendesk note of integrations.zendesknotes).
 
 Recording: `packet_event_record` adds a WebhookDelivery in the caller's
 transaction (a run's last step, or a review) and has it sent once that
@@ -7,12 +8,13 @@ transaction commits: never inside it, never before it. With no
 AGENT_PACKET_WEBHOOK_URL nothing is recorded and no statement is added.
 
 Sending: `webhook_deliver` makes one attempt at a delivery no one else holds and
-records it. Who calls it: the task `agentrun.deliver_webhook` on the workers,
-which Celery retries at the backoff; without a broker (inline mode) a background
-thread, so that the loop or the review never waits on the receiver; and
-`manage.py deliver_webhooks`, for what is due and was left pending (a process
-that exited, a broker that was down). The help desk gets a note or a link;
-nothing goes to the customer.
+records it, through its target's transport (`TRANSPORTS`: this module's signed
+POST; the Zendesk note's PUT, which integrations.apps adds). Who calls it: the
+task `agentrun.deliver_webhook` on the workers, which Celery retries at the
+backoff; without a broker (inline mode) a background thread, so that the loop or
+the review never waits on the receiver; and `manage.py deliver_webhooks`, for
+what is due and was left pending (a process that exited, a broker that was down).
+The help desk gets a note or a link; nothing goes to the customer.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
@@ -47,6 +50,7 @@ from engine.sql import StepWrites
 log = logging.getLogger("agentrun")
 
 EventType = WebhookDelivery.EventType
+Target = WebhookDelivery.Target
 SIGNATURE_HEADER = "X-Supportagent-Signature"
 DELIVER_WEBHOOK_TASK = "agentrun.deliver_webhook"  # the task (integrations.tasks) that sends one delivery
 # A sender holds a delivery for its request's timeout and this much more.
@@ -193,11 +197,17 @@ def event_record(
         created_at=now,
         next_attempt_at=now,
     )
+    delivery_record(delivery, writes=writes)
+
+
+def delivery_record(delivery: WebhookDelivery, *, writes: StepWrites | None = None) -> None:
+    """Insert a new delivery of any target in the current transaction (held with a step's `writes`, if given)
+    and have it sent once that transaction commits."""
     if writes is None:
         delivery.save(force_insert=True)
     else:
         writes.insert(delivery)
-    transaction.on_commit(partial(webhook_enqueue, str(event.id)))
+    transaction.on_commit(partial(webhook_enqueue, str(delivery.event_id)))
 
 
 # --- signing and deciding (pure) ----------------------------------------------------
@@ -237,6 +247,17 @@ class Sent:
     http_status: int | None
     error: str
     latency_ms: int
+    retry_after: float | None = None  # the seconds the receiver asked to wait before the next attempt
+
+
+@dataclass(frozen=True)
+class Transport:
+    """How a target's deliveries are sent: `ready()` says whether its settings allow sending now (a target
+    that is not ready is left pending, unclaimed); `send` makes one attempt, outside any transaction, and
+    reports it without raising."""
+
+    ready: Callable[[], bool]
+    send: Callable[[WebhookDelivery], Sent]
 
 
 def webhook_deliver(*, event_id: str) -> float | None:
@@ -245,26 +266,30 @@ def webhook_deliver(*, event_id: str) -> float | None:
     Seconds until the delivery should be tried again, or None: delivered, failed
     for good, or not this caller's to send. Safe to call twice.
     """
-    if not webhook_enabled():
+    targets = [target for target, transport in TRANSPORTS.items() if transport.ready()]
+    if not targets:
         return None
-    delivery = _claim(event_id)
+    delivery = _claim(event_id, targets)
     if delivery is None:
         return None
-    return _record_attempt(delivery, _send(delivery))
+    return _record_attempt(delivery, TRANSPORTS[delivery.target].send(delivery))
 
 
-def _claim(event_id: str) -> WebhookDelivery | None:
-    """Hold the delivery for one attempt (a conditional UPDATE: 0 rows means it is done or held)."""
+def _claim(event_id: str, targets: list[str]) -> WebhookDelivery | None:
+    """Hold the delivery, if it goes to one of `targets`, for one attempt (a conditional UPDATE: 0 rows means
+    it is done or held, or its target is not ready)."""
     now = timezone.now()
     hold = now + timedelta(seconds=settings.AGENT_PACKET_WEBHOOK_TIMEOUT + CLAIM_MARGIN_SECONDS)
     free = Q(claimed_until__isnull=True) | Q(claimed_until__lt=now)
-    mine = WebhookDelivery.objects.filter(free, event_id=event_id, status=WebhookDelivery.Status.PENDING)
+    mine = WebhookDelivery.objects.filter(
+        free, event_id=event_id, status=WebhookDelivery.Status.PENDING, target__in=targets
+    )
     if not mine.update(claimed_until=hold):
         return None
     return WebhookDelivery.objects.get(event_id=event_id)
 
 
-def _send(delivery: WebhookDelivery) -> Sent:
+def _post_event(delivery: WebhookDelivery) -> Sent:
     """POST the event, signed now; outside any transaction. The response's body is not read."""
     body = event_body(delivery.payload)
     headers = {
@@ -303,15 +328,7 @@ def _record_attempt(delivery: WebhookDelivery, sent: Sent) -> float | None:
     outcome = attempt_outcome(
         http_status=sent.http_status, number=number, max_attempts=settings.AGENT_PACKET_WEBHOOK_ATTEMPTS
     )
-    wait = (
-        retry_delay(
-            number=number,
-            base=settings.AGENT_PACKET_WEBHOOK_BACKOFF_SECONDS,
-            cap=settings.AGENT_PACKET_WEBHOOK_BACKOFF_CAP_SECONDS,
-        )
-        if outcome == Outcome.RETRY
-        else None
-    )
+    wait = _next_wait(sent, number=number) if outcome == Outcome.RETRY else None
     now = timezone.now()
     status = {
         Outcome.DELIVERED: WebhookDelivery.Status.DELIVERED,
@@ -337,7 +354,8 @@ def _record_attempt(delivery: WebhookDelivery, sent: Sent) -> float | None:
         )
     if outcome != Outcome.DELIVERED:
         log.warning(
-            "packet webhook %s (%s): attempt %d %s (%s)%s",
+            "%s %s (%s): attempt %d %s (%s)%s",
+            Target(delivery.target).label,
             delivery.event_id,
             delivery.event_type,
             number,
@@ -346,6 +364,17 @@ def _record_attempt(delivery: WebhookDelivery, sent: Sent) -> float | None:
             f"; next in {wait:g} s" if wait is not None else "",
         )
     return wait
+
+
+def _next_wait(sent: Sent, *, number: int) -> float:
+    """The backoff after attempt `number`, or the wait the receiver asked for (Retry-After), at most the cap."""
+    cap = settings.AGENT_PACKET_WEBHOOK_BACKOFF_CAP_SECONDS
+    if sent.retry_after is not None:
+        return min(cap, sent.retry_after)
+    return retry_delay(number=number, base=settings.AGENT_PACKET_WEBHOOK_BACKOFF_SECONDS, cap=cap)
+
+
+TRANSPORTS: dict[str, Transport] = {Target.WEBHOOK: Transport(ready=webhook_enabled, send=_post_event)}
 
 
 # --- who sends: a worker, a background thread, or the command -------------------------

@@ -10,11 +10,13 @@ sort on it; it is written only here, in the same transaction as the review.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 
 from engine.models import PacketReview, ReviewPacket, Run
 from integrations.webhooks import packet_event_record, webhook_enabled
+from integrations.zendesknotes import zendesk_note_record
 from staff.recheck import needing_acknowledgement, packet_recheck_now
 
 MAX_NOTE = 2000
@@ -59,7 +61,8 @@ def packet_review(
     write only, and the decision checks are made again under it.
 
     With the packet webhook on, a `packet.reviewed` event is recorded with the
-    review and sent after the commit.
+    review and sent after the commit; with AGENT_ZENDESK_NOTE_ON_REVIEW, a
+    private note on the ticket's Zendesk ticket likewise.
     """
     note = _checked_note(decision, note)
     reason = _checked_reason(decision, reason)
@@ -93,10 +96,21 @@ def packet_review(
             changed_evidence=changed,
         )
         ReviewPacket.objects.filter(pk=packet.pk).update(review_state=decision)
-        if webhook_enabled():
-            run = Run.objects.select_related("ticket").get(pk=packet.run_id)
-            packet_event_record(run=run, packet=packet, review=review, now=review.created_at)
+        _help_desk_told(packet, review)
     return review, True
+
+
+def _help_desk_told(packet: ReviewPacket, review: PacketReview) -> None:
+    """Record what the help desk is told of the review (the webhook's event, the Zendesk note), each when on,
+    in the review's transaction; nothing is read when both are off."""
+    event, note = webhook_enabled(), settings.AGENT_ZENDESK_NOTE_ON_REVIEW
+    if not (event or note):
+        return
+    run = Run.objects.select_related("ticket").get(pk=packet.run_id)
+    if event:
+        packet_event_record(run=run, packet=packet, review=review, now=review.created_at)
+    if note:
+        zendesk_note_record(run=run, packet=packet, review=review, now=review.created_at)
 
 
 def _checked_note(decision: str, note: str) -> str:

@@ -452,6 +452,34 @@ def zendesk_api() -> tuple[str, str, str]:
 ZENDESK_URL, ZENDESK_EMAIL, ZENDESK_API_TOKEN = zendesk_api()
 
 
+def zendesk_notes(*, site_url: str, zendesk: tuple[str, str, str]) -> tuple[bool, bool]:
+    """Whether a private note goes on a Zendesk ticket when its packet is written, and when it is reviewed.
+    Both are on by default once ZENDESK_URL, ZENDESK_EMAIL and ZENDESK_API_TOKEN are set; a note needs all
+    three, and AGENT_SITE_URL for its link to the packet."""
+    configured = all(zendesk)
+    switches = {
+        name: env_bool(name, configured) for name in ("AGENT_ZENDESK_NOTE_ON_WRITTEN", "AGENT_ZENDESK_NOTE_ON_REVIEW")
+    }
+    named = [name for name, value in switches.items() if value]
+    on = f"{' and '.join(named)} {'are' if len(named) > 1 else 'is'} on"
+    if named and not configured:
+        raise ImproperlyConfigured(f"{on}: a note needs ZENDESK_URL, ZENDESK_EMAIL and ZENDESK_API_TOKEN set")
+    if named and not site_url:
+        raise ImproperlyConfigured(
+            f"AGENT_SITE_URL must be set when {on}: each note links to its packet"
+            " (or set AGENT_ZENDESK_NOTE_ON_WRITTEN=false and AGENT_ZENDESK_NOTE_ON_REVIEW=false)"
+        )
+    written, reviewed = switches.values()
+    return written, reviewed
+
+
+# A private note on the Zendesk ticket (integrations/zendesknotes.py) when its packet is written and when
+# it is reviewed, sent through the packet webhook's outbox (its timeout, attempts and backoff).
+AGENT_ZENDESK_NOTE_ON_WRITTEN, AGENT_ZENDESK_NOTE_ON_REVIEW = zendesk_notes(
+    site_url=AGENT_SITE_URL, zendesk=(ZENDESK_URL, ZENDESK_EMAIL, ZENDESK_API_TOKEN)
+)
+
+
 def env_header(name: str) -> tuple[str, str] | None:
     """A "Name: value" header (a credential: the value is never shown back)."""
     raw = env_str(name)

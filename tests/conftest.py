@@ -17,10 +17,12 @@ from django.test import Client
 
 from engine.roles import SUPERVISORS, SUPPORT_STAFF, roles_setup
 from engine.waiting import operations_settle
+from integrations.webhooks import webhook_threads_settle
 from scenarios.format import Scenario
 from scenarios.runner import run_scenario
 from tests.support.sqlitesearch import SqliteSearch
 from tests.support.staff import client_for, make_user
+from tests.support.zendeskserver import ZendeskServer, zendesk_configure
 from tickets.demo import seed_demo
 from tickets.models import CustomerSession, Ticket
 
@@ -104,6 +106,22 @@ def supervisor_client(supervisor_user) -> Client:
 def sqlite_search(tmp_path_factory) -> SqliteSearch:
     """The knowledge base's search on SQLite, the embedded default, played in fresh processes."""
     return SqliteSearch(tmp_path_factory.mktemp("sqlite-search"))
+
+
+# --- the help desk ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def zendesk(settings):
+    """A fake Zendesk (its Tickets API) holding ticket 48213, open, with the settings pointing at it and both
+    notes on; its requests are in `zendesk.received`, the notes it took in `zendesk.notes(48213)`. The notes
+    sent in the background are done, and the server closed, when the test ends. Behind a live_server, point
+    the packet links at it: `zendesk_configure(settings, zendesk, site_url=live_server.url)`."""
+    server = ZendeskServer(tickets={48213: "open"})
+    zendesk_configure(settings, server)
+    yield server
+    assert webhook_threads_settle(15), "a background delivery is still running"
+    server.close()
 
 
 # --- operations the loop stopped waiting for ------------------------------------------------

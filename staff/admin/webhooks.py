@@ -1,4 +1,4 @@
-"""The packet events sent to the help desk, with every attempt (read-only)."""
+"""What is sent to the help desk (the packet webhook's events, the Zendesk notes), with every attempt (read-only)."""
 
 from __future__ import annotations
 
@@ -20,11 +20,12 @@ class WebhookAttemptInline(ReadOnly, admin.TabularInline):
 
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(ReadOnlyAdmin):
-    """Packet events sent to the help desk, with every attempt (read-only)."""
+    """Packet events and Zendesk notes sent to the help desk, with every attempt (read-only)."""
 
     list_display = (
         "id",
         "event_type",
+        "target_shown",
         "run_link",
         "status",
         "attempt_count",
@@ -32,11 +33,12 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
         "next_attempt_at",
         "finished_at",
     )
-    list_filter = ("status", "event_type", "created_at")
+    list_filter = ("status", "target", "event_type", "created_at")
     search_fields = ("=event_id", "=run__id")
     fields = (
         "event_id",
         "event_type",
+        "target_shown",
         "run",
         "status",
         "attempt_count",
@@ -48,6 +50,13 @@ class WebhookDeliveryAdmin(ReadOnlyAdmin):
     readonly_fields = fields
     inlines = [WebhookAttemptInline]
     list_per_page = 50
+
+    @admin.display(description="sent to", ordering="target")
+    def target_shown(self, delivery):
+        """The webhook, or the Zendesk ticket the note goes on."""
+        if delivery.target == WebhookDelivery.Target.ZENDESK_NOTE:
+            return f"{delivery.get_target_display()} on ticket {delivery.ticket_external_id}"
+        return delivery.get_target_display()
 
     @admin.display(description="run")
     def run_link(self, delivery):

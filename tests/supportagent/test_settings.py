@@ -231,3 +231,17 @@ def test_the_zendesk_email_and_api_token_go_together(given):
     assert done.returncode != 0
     assert "ZENDESK_EMAIL and ZENDESK_API_TOKEN must be set together" in done.stderr
     assert "zd-lonely-token-41" not in done.stdout + done.stderr
+
+
+def test_zendesk_notes_need_the_site_url_the_notes_link_to():
+    zendesk = {"ZENDESK_URL": "https://acme.zendesk.com", "ZENDESK_EMAIL": "agent@acme.example"}
+    done = _manage("check", env=_environment(**zendesk, ZENDESK_API_TOKEN="zd-notes-token-41"))
+    assert done.returncode != 0
+    assert (
+        "AGENT_SITE_URL must be set when AGENT_ZENDESK_NOTE_ON_WRITTEN and AGENT_ZENDESK_NOTE_ON_REVIEW" in done.stderr
+    )
+    assert "zd-notes-token-41" not in done.stdout + done.stderr
+
+    off = {"AGENT_ZENDESK_NOTE_ON_WRITTEN": "false", "AGENT_ZENDESK_NOTE_ON_REVIEW": "false"}
+    done = _manage("check", env=_environment(**zendesk, ZENDESK_API_TOKEN="zd-notes-token-41", **off))
+    assert done.returncode == 0, done.stderr  # the Guide import alone needs no site URL
