@@ -17,7 +17,7 @@ _WHAT = {
     "agentrun.review_packet": ("review packets", "Support staff"),
     "agentrun.cancel_run": ("cancel runs", SUPERVISORS),
     "agentrun.answer_approval": ("approve or deny calls", SUPERVISORS),
-    "agentrun.view_dashboard": ("see the outcomes dashboard", SUPERVISORS),
+    "agentrun.view_dashboard": ("see the outcomes dashboard and the knowledge gaps", SUPERVISORS),
     "tickets.add_ticket": ("create tickets", f"{INTEGRATIONS} and Support staff"),
     "tickets.change_ticket": ("update tickets", INTEGRATIONS),
     "tickets.add_document": ("add documents", f"{KNOWLEDGE_EDITORS} and {INTEGRATIONS}"),

@@ -71,6 +71,11 @@ _GREETING_LEAD = re.compile(r"^(hi|hello|hey)( there| team| all)?[,!.]\s+", re.I
 _QUOTE_HEADER = re.compile(r"^on .{3,200} wrote:$", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 UNANSWERED = frozenset({"transient_error", "timeout"})  # a lookup whose service could not be reached in time
+# How the rules say that no article answers a problem the ticket states: a draft asks it in an open question that
+# begins with GAP_QUESTION; a handoff with nothing to cite says, in its reason, that a search GAP_HANDOFF. The
+# knowledge gaps list (staff.gaps) finds the packets by these words, so they are written here once.
+GAP_QUESTION = "Which article should have answered"
+GAP_HANDOFF = "found no article that matches it well"
 
 
 def _content(item: EvidenceItem) -> dict[str, Any]:
@@ -137,7 +142,7 @@ class Investigation:
         messages that states something the ones before did not (half its words new), at most
         MAX_PROBLEM_SEARCHES; greetings, sign-offs, signatures and quoted history left out."""
         texts = [self.ctx.body, *(m.body for m in self.ctx.messages if m.from_customer)]
-        sentences = [s for text in texts for s in _sentences(_own_words(text))]
+        sentences = [s for text in texts for s in _sentences(own_words(text))]
         first = self.ctx.subject
         if len(set(words(first))) < SHORT_SUBJECT and sentences:  # "Export fails": the body says what fails
             first = f"{first}: {sentences.pop(0)}"
@@ -256,9 +261,7 @@ class Investigation:
             if unanswered:
                 asked = " and ".join(f"“{problem}”" for problem, _ in unanswered)
                 refs = ", ".join(ref for _, ref in unanswered)
-                questions.append(
-                    f"Which article should have answered {asked}? The search [{refs}] found none that matches well."
-                )
+                questions.append(f"{GAP_QUESTION} {asked}? The search [{refs}] found none that matches well.")
         found_before_services = bool(reply.paragraphs)
         for item in self.by_tool.get(SERVICES, []):
             sentences.append(self._service_sentence(item))
@@ -306,9 +309,7 @@ class Investigation:
         for item in self.by_tool.get(DOCS, []):
             query = str(_content(item).get("query", ""))
             if query in problems:
-                said.append(
-                    f"The documentation search for “{query}” [{item.ref}] found no article that matches it well."
-                )
+                said.append(f"The documentation search for “{query}” [{item.ref}] {GAP_HANDOFF}.")
             else:
                 said.append(self._search_sentence(item))
         if not said:
@@ -372,7 +373,7 @@ class Investigation:
         ]
 
 
-def _own_words(text: str) -> str:
+def own_words(text: str) -> str:
     """The text as its writer wrote it now: quoted lines (">") left out, and everything from a sign-off, a
     signature ("--") or a quoted message's header ("On … wrote:") on; greeting lines left out."""
     kept = []

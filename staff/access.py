@@ -31,6 +31,8 @@ from evaluation.services import evaluation_create
 from evaluation.tasks import evaluation_launch
 from kit.refused import Refused
 from providers import BuiltInModel, model_problem
+from staff.dashboard import Period
+from staff.gaps import Topic, gaps_read, topics_of
 from staff.recheck import ItemCheck, packet_recheck
 from staff.reviews import ReviewError, packet_review
 from tickets.documents import DocumentText
@@ -94,6 +96,12 @@ def access_approval(*, user: User, approval_id: int) -> Approval:
     if run_overdue(approval.run) and run_expire(run_id=approval.run_id):
         approval = Approval.objects.select_related("run").get(pk=approval_id)
     return approval
+
+
+def access_knowledge_gaps(*, user: User, period: Period) -> list[Topic]:
+    """What no article answered in `period`, grouped by topic (staff.gaps), for a user who may see the dashboard."""
+    require(user, "agentrun.view_dashboard")
+    return topics_of(gaps_read(since=period.since, until=period.until))
 
 
 # --- writes ------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any, Literal
 
 from django.db.models import QuerySet
@@ -19,6 +19,8 @@ from engine.statuses import Detail, Status
 from engine.timeline import EvidenceView, StepKind, budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
 from kit.apierrors import ERRORS, ErrorOut
 from staff.access import (
+    Refused,
+    access_knowledge_gaps,
     access_packet,
     access_run,
     access_ticket,
@@ -30,6 +32,8 @@ from staff.access import (
     do_review,
     require,
 )
+from staff.dashboard import PeriodError, period_parse
+from staff.gaps import GapTicket, Topic
 from staff.recheck import document_links
 from tickets.documents import CODE_MAX, CODE_PATTERN, Change, DocumentText
 from tools.compare import Outcome
@@ -447,6 +451,90 @@ def review_packet(request, payload: ReviewIn, packet_id: int = IdPath):
         change_decision=payload.change_decision,
     )
     return Reply(201 if created else 200, review_out(PacketReview.objects.select_related("reviewer").get(pk=review.pk)))
+
+
+# --- knowledge gaps ----------------------------------------------------------------------
+
+
+class GapsFilters(Schema):
+    first: date | None = Field(None, description="The period's first day (UTC; default: 29 days before `last`).")
+    last: date | None = Field(None, description="The period's last day, included (UTC; default: today).")
+
+
+class GapPacketOut(Schema):
+    id: int
+    at: datetime = Field(description="When it showed the gap: the rejection's time, else the packet's.")
+    open_questions: list[str] = Field(description="Its open questions that ask which article should have answered.")
+    handoff: str = Field(
+        description="What the rules searched and found no article for, when they handed the ticket to a person for"
+        ' it ("" otherwise).'
+    )
+    rejected_no_article: bool = Field(description="Its decision is a rejection because no article answers it.")
+    note: str = Field(description='The reviewer\'s note of that rejection ("" otherwise).')
+
+
+class GapTicketOut(Schema):
+    ticket: str
+    subject: str
+    last_at: datetime
+    packets: list[GapPacketOut]
+
+
+class TopicOut(Schema):
+    key_words: list[str] = Field(description="The words its tickets share, most shared first.")
+    ticket_count: int
+    last_at: datetime
+    tickets: list[GapTicketOut]
+
+
+class GapsOut(Schema):
+    first: date
+    last: date
+    topics: list[TopicOut] = Field(description="Most asked first.")
+
+
+def gap_ticket_out(ticket: GapTicket) -> dict[str, Any]:
+    return {
+        "ticket": ticket.ref,
+        "subject": ticket.subject,
+        "last_at": ticket.last_at,
+        "packets": [
+            {
+                "id": p.id,
+                "at": p.at,
+                "open_questions": list(p.questions),
+                "handoff": p.handoff,
+                "rejected_no_article": p.rejected,
+                "note": p.note,
+            }
+            for p in ticket.packets
+        ],
+    }
+
+
+def topic_out(topic: Topic) -> dict[str, Any]:
+    return {
+        "key_words": list(topic.key_words),
+        "ticket_count": len(topic.tickets),
+        "last_at": topic.last_at,
+        "tickets": [gap_ticket_out(t) for t in topic.tickets],
+    }
+
+
+@router.get("/knowledge-gaps", response={200: GapsOut, ERRORS: ErrorOut})
+def knowledge_gaps(request, filters: Query[GapsFilters]):
+    """What customers asked that no article answered, grouped by topic, most asked first (supervisors): the
+    packets that asked which article should have answered, those handed to a person because no article matched,
+    and those rejected because no article answers it."""
+    try:
+        period = period_parse(
+            first=filters.first.isoformat() if filters.first else None,
+            last=filters.last.isoformat() if filters.last else None,
+        )
+    except PeriodError as exc:
+        raise Refused("bad_period", str(exc), 422) from None
+    topics = access_knowledge_gaps(user=request.auth, period=period)
+    return {"first": period.first, "last": period.last, "topics": [topic_out(t) for t in topics]}
 
 
 # --- documents from a knowledge base ------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The outcomes dashboard pages in the admin (supervisors only)."""
+"""The supervisors' pages in the admin: the outcomes dashboard and the knowledge gaps, each with its CSV."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from django.template.response import TemplateResponse
 from engine.budgets import dollars
 from engine.statuses import Status, stop_name
 from kit.csvexport import csv_response
+from staff.access import access_knowledge_gaps
 from staff.dashboard import (
     PeriodError,
     Table,
@@ -20,6 +21,7 @@ from staff.dashboard import (
     period_parse,
     runs_url,
 )
+from staff.gaps import csv_rows as gaps_csv_rows
 from staff.pages import staff_page
 from staff.queue import packets_pending
 
@@ -84,3 +86,30 @@ def dashboard_csv(request, chart: str):
         return HttpResponse(problem, status=400, content_type="text/plain")
     rows = csv_rows(outcomes(period=period), chart)
     return csv_response(rows, filename=f"{chart}-{period.first}-{period.last}.csv")
+
+
+@staff_page(requires="agentrun.view_dashboard")
+def gaps_view(request):
+    """What no article answered, grouped by topic, most asked first (staff.gaps)."""
+    period, problem = _period(request)
+    if problem:
+        messages.error(request, f"{problem} Showing the last 30 days instead.")
+    topics = access_knowledge_gaps(user=request.user, period=period)
+    context = {
+        **admin.site.each_context(request),
+        "title": "Knowledge gaps",
+        "period": period,
+        "topics": topics,
+        "tickets": sum(len(t.tickets) for t in topics),
+        "query": f"first={period.first.isoformat()}&last={period.last.isoformat()}",
+    }
+    return TemplateResponse(request, "admin/agentrun/knowledge_gaps.html", context)
+
+
+@staff_page(requires="agentrun.view_dashboard")
+def gaps_csv(request):
+    period, problem = _period(request)
+    if problem:
+        return HttpResponse(problem, status=400, content_type="text/plain")
+    topics = access_knowledge_gaps(user=request.user, period=period)
+    return csv_response(gaps_csv_rows(topics), filename=f"knowledge-gaps-{period.first}-{period.last}.csv")

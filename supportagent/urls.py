@@ -4,12 +4,14 @@ from django.views.decorators.cache import cache_control
 from django.views.generic import RedirectView, TemplateView
 
 from kit.adminkit import admin_login
-from staff.dashboard_views import dashboard_csv, dashboard_view
+from staff.dashboard_views import dashboard_csv, dashboard_view, gaps_csv, gaps_view
 from supportagent.api import api_urls
 
 urlpatterns = [
     path("admin/outcomes/", admin.site.admin_view(dashboard_view), name="outcomes"),
     path("admin/outcomes/<slug:chart>.csv", admin.site.admin_view(dashboard_csv), name="outcomes-csv"),
+    path("admin/knowledge-gaps/", admin.site.admin_view(gaps_view), name="knowledge-gaps"),
+    path("admin/knowledge-gaps.csv", admin.site.admin_view(gaps_csv), name="knowledge-gaps-csv"),
     path("admin/login/", admin_login),  # the admin's own, saying how many tries are left
     path("admin/", admin.site.urls),
     path("api/", api_urls()),

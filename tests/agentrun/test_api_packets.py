@@ -146,6 +146,7 @@ def test_openapi_schema_lists_every_path(client, demo):
         "/api/tickets",
         "/api/intake/zendesk",
         "/api/documents/{code}",
+        "/api/knowledge-gaps",
     }
     assert client.get("/api/docs").status_code == 200
 

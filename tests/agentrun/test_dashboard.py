@@ -145,7 +145,7 @@ def test_bad_period_on_the_page_says_so_and_shows_the_default(supervisor_client,
 def test_support_staff_cannot_open_the_dashboard_or_its_exports(staff_client, five_runs):
     response = staff_client.get(reverse("outcomes"))
     assert response.status_code == 403
-    assert "Only Supervisors may see the outcomes dashboard." in response.content.decode()
+    assert "Only Supervisors may see the outcomes dashboard and the knowledge gaps." in response.content.decode()
     assert staff_client.get(reverse("outcomes-csv", args=["runs"])).status_code == 403
 
 

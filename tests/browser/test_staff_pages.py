@@ -21,6 +21,7 @@ def seeded(supervisor_user, demo_committed) -> dict[str, str]:
     """Runs for the demo's tickets (a completed one, a refused one, one waiting for approval); the pages to visit."""
     done = investigation_start(ticket=Ticket.objects.get(ref="T-1001"))
     investigation_start(ticket=Ticket.objects.get(ref="T-1002"))
+    investigation_start(ticket=Ticket.objects.get(ref="T-1004"))  # no article answers it: a knowledge gap
     waiting = investigation_start(ticket=Ticket.objects.get(ref="T-1006"))
     make_runs(6)
     ticket = Ticket.objects.get(ref="T-1001")
@@ -36,6 +37,7 @@ def seeded(supervisor_user, demo_committed) -> dict[str, str]:
         "queue": "/admin/agentrun/reviewpacket/",
         "approvals": "/admin/agentrun/approval/",
         "dashboard": "/admin/outcomes/",
+        "gaps": "/admin/knowledge-gaps/",
         "evaluations": "/admin/agentrun/evaluation/",
     }
     if approval:

@@ -76,7 +76,9 @@ def test_staff_cannot_open_the_dashboard_or_approve(page, live_server, login, sh
     Job.objects.filter(ref="J-42").update(sensitive=True)
     login("staff", PASSWORD)
     page.goto(f"{live_server.url}/admin/outcomes/")
-    expect(page.locator("#refusal")).to_contain_text("Only Supervisors may see the outcomes dashboard.")
+    expect(page.locator("#refusal")).to_contain_text(
+        "Only Supervisors may see the outcomes dashboard and the knowledge gaps."
+    )
     shot("09-dashboard-refused")
     ticket = Ticket.objects.get(ref="T-1001")
     page.goto(f"{live_server.url}/admin/tickets/ticket/{ticket.pk}/change/")
