@@ -1,10 +1,15 @@
-"""The review queue's reads: pending packets in order (oldest first), and where to go next."""
+"""The review queue's reads: pending packets in order (oldest first), where to go next, and its search."""
 
 from __future__ import annotations
 
-from django.db.models import Q, QuerySet
+from django.db.models import CharField, Exists, OuterRef, Q, QuerySet, TextField, Value
+from django.db.models.functions import Cast, Concat
+from django.db.models.lookups import Contains
 
 from engine.models import ReviewPacket, Run
+from kit.adminkit import search_terms
+from tickets.models import Evidence
+from tickets.selectors import ticket_search_q
 
 
 def packets_pending() -> QuerySet[ReviewPacket]:
@@ -37,3 +42,24 @@ def packet_to_review_after(*, packet: ReviewPacket) -> int | None:
         packet_next_pending(packet=packet)
         or packets_pending().exclude(pk=packet.pk).values_list("pk", flat=True).first()
     )
+
+
+def packets_search(packets: QuerySet[ReviewPacket], text: str) -> QuerySet[ReviewPacket]:
+    """The packets that hold every term of `text` (a quoted phrase as one; any case), each term in the packet's
+    ticket where the ticket list's search looks (reference, subject, description, the customer's e-mail), in the
+    subject as the row shows it (the run's, as the ticket had it then), or in the source of an evidence item the
+    packet cites: a job id ("J-42"), a document code ("DOC-EXPORT-7"), a service.
+    A filter on the packets themselves (no join that repeats a row), so a page of them costs what it did."""
+    for term in search_terms(text):
+        in_ticket = ticket_search_q(term, through="run__ticket__") | Q(run__subject__icontains=term)
+        packets = packets.filter(in_ticket | Exists(_cited_sources_holding(term)))
+    return packets
+
+
+def _cited_sources_holding(term: str) -> QuerySet[Evidence]:
+    """The outer packet's cited evidence whose source holds `term`. A packet names what it cites in a JSON list of
+    refs ("E1", "E12"); an item is cited when its ref, quoted, is in that list's text (quoted, so that E1 is not
+    found in E12), which reads alike on PostgreSQL (jsonb as text) and SQLite (the JSON text it stores)."""
+    quoted_ref = Concat(Value('"E'), Cast("number", CharField()), Value('"'), output_field=TextField())
+    cited = Contains(Cast(OuterRef("evidence_refs"), TextField()), quoted_ref)
+    return Evidence.objects.filter(cited, ticket=OuterRef("run__ticket"), source_ref__icontains=term)

@@ -21,6 +21,16 @@ from tickets.models import (
     TicketMessage,
 )
 
+# Where the ticket list's search looks (the Ticket admin's search_fields), and the review queue's through each
+# packet's ticket (staff.queue.packets_search): the reference, the subject, the description, the customer's e-mail.
+TICKET_SEARCH_FIELDS = ("ref", "subject", "body", "session__user__email")
+
+
+def ticket_search_q(term: str, *, through: str = "") -> Q:
+    """A ticket that holds `term` (any case) where the ticket list's search looks; `through` is the path to the
+    ticket from the rows searched ("run__ticket__" from a packet)."""
+    return Q.create([(f"{through}{field}__icontains", term) for field in TICKET_SEARCH_FIELDS], connector=Q.OR)
+
 
 class Forbidden(Exception):
     """The session may not see this. Says nothing about whether it exists.

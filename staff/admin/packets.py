@@ -20,10 +20,21 @@ from engine.statuses import TERMINAL, Status, stop_name
 from staff.access import Refused, access_packet, can, do_packet_recheck, do_review
 from staff.admin.base import ReadOnlyAdmin, object_pk, packet_url, post_only
 from staff.pages import staff_page
-from staff.queue import packet_next_pending, packet_previous_pending, packet_to_review_after
+from staff.queue import packet_next_pending, packet_previous_pending, packet_to_review_after, packets_search
 from staff.recheck import ItemCheck, document_links, evidence_changes, needing_acknowledgement
 from tickets.models import TicketMessage
+from tickets.selectors import TICKET_SEARCH_FIELDS
 from tools.compare import Outcome
+
+SUBJECT_SHOWN, SUMMARY_SHOWN = 70, 100  # characters of each a queue row shows
+
+
+def shortened(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters: cut at a word, with an ellipsis, when longer."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut).rstrip(" ,;:") + "…"
 
 
 class ReviewStateFilter(admin.SimpleListFilter):
@@ -63,13 +74,28 @@ class StopReasonFilter(admin.SimpleListFilter):
 
 @admin.register(ReviewPacket)
 class ReviewPacketAdmin(ReadOnlyAdmin):
-    """The review queue: pending packets, oldest first."""
+    """The review queue: pending packets, oldest first, each under its ticket's reference."""
 
-    list_display = ("open_link", "ticket", "subject", "account", "age", "stop", "review_state", "wrote_again")
+    list_display = (
+        "open_link",
+        "customer",
+        "subject",
+        "summary_line",
+        "account",
+        "age",
+        "stop",
+        "review_state",
+        "wrote_again",
+    )
     list_display_links = None
     list_filter = (ReviewStateFilter, StopReasonFilter)
-    list_select_related = ("run__ticket__account",)
-    search_fields = ("run__ticket__ref", "run__subject")
+    list_select_related = ("run__ticket__account", "run__ticket__session__user")
+    # What the search box offers; staff.queue.packets_search looks there and in the sources each packet cites.
+    search_fields = tuple(f"run__ticket__{field}" for field in TICKET_SEARCH_FIELDS)
+    search_help_text = (
+        "The ticket's reference, subject, description or customer's e-mail (as the ticket list searches),"
+        " or a job id or document code the packet cites."
+    )
     list_per_page = 50
 
     def get_queryset(self, request):
@@ -93,25 +119,32 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
     def changelist_view(self, request, extra_context=None):
         return super().changelist_view(request, {"title": "Review queue", **(extra_context or {})})
 
-    @admin.display(description="packet", ordering="id")
-    def open_link(self, packet):
-        return format_html('<a class="sa-open" href="{}">Review {}</a>', packet_url(packet.pk), packet.pk)
+    def get_search_results(self, request, queryset, search_term):
+        """The ticket list's search, and the sources the packets cite (staff.queue.packets_search); no row twice."""
+        return packets_search(queryset, search_term), False
 
     @admin.display(description="ticket", ordering="run__ticket__ref")
-    def ticket(self, packet):
-        ticket = packet.run.ticket
-        return format_html('<a href="{}">{}</a>', reverse("admin:tickets_ticket_change", args=[ticket.pk]), ticket.ref)
+    def open_link(self, packet):
+        """The packet's one handle: its ticket's reference, opening the packet."""
+        return format_html(
+            '<a class="sa-open" href="{}" title="Open the packet">{}</a>', packet_url(packet.pk), packet.run.ticket.ref
+        )
+
+    @admin.display(description="customer", ordering="run__ticket__session__user__email")
+    def customer(self, packet):
+        user = packet.run.ticket.session.user
+        return user.email if user is not None else "—"
 
     @admin.display(description="summary")
-    def short_summary(self, packet):
+    def summary_line(self, packet):
+        """The summary's first line, cut at a word; what a packet without a summary is instead."""
         handoff = packet.stop_reason == Status.NEEDS_HELP
         text = packet.summary or ("(no summary: handed to a person)" if handoff else "(no summary: stopped early)")
-        return text if len(text) <= 90 else text[:89] + "…"
+        return shortened(text.strip().split("\n", 1)[0], SUMMARY_SHOWN)
 
     @admin.display(description="subject")
     def subject(self, packet):
-        text = packet.run.subject
-        return text if len(text) <= 70 else text[:69] + "…"
+        return shortened(packet.run.subject, SUBJECT_SHOWN)
 
     @admin.display(description="account", ordering="run__ticket__account__code")
     def account(self, packet):

@@ -38,7 +38,7 @@ from tickets.models import (
     Service,
     Ticket,
 )
-from tickets.selectors import document_current
+from tickets.selectors import TICKET_SEARCH_FIELDS, document_current
 from tickets.services import PublishOutcome, ticket_create
 
 
@@ -117,7 +117,7 @@ class TicketAdmin(StaffSiteAdmin):
     list_display = ("ref", "subject", "account", "latest_run_status", "packet_state", "created_at")
     list_select_related = ("account",)
     list_filter = ("account", LatestRunFilter, PendingPacketFilter, AutoHeldFilter)
-    search_fields = ("ref", "subject", "body", "session__user__email")
+    search_fields = TICKET_SEARCH_FIELDS
     readonly_fields = ("ref", "source", "external_id", "external_updated_at", "extra_fields", "auto_held_note")
     actions = ["investigate_selected"]
     change_form_template = "admin/tickets/ticket/change_form.html"

@@ -1,4 +1,5 @@
-"""Query counts of the run list, the review queue, the ticket list and the dashboard do not grow with rows.
+"""Query counts of the run list, the review queue (and its search), the ticket list and the dashboard do not grow
+with rows.
 
 A supervisor's admin pages read the calls waiting for approval once (the count in the header); the
 ticket list reads the accounts for its filter; the dashboard reads the review backlog."""
@@ -11,6 +12,7 @@ from tests.support.staff import make_runs
 PAGES = [
     ("run list", lambda: reverse("admin:agentrun_run_changelist"), 9),
     ("review queue", lambda: reverse("admin:agentrun_reviewpacket_changelist"), 8),
+    ("review queue search", lambda: reverse("admin:agentrun_reviewpacket_changelist") + "?state=all&q=dana+J-42", 8),
     ("ticket list", lambda: reverse("admin:tickets_ticket_changelist"), 9),
     ("approvals", lambda: reverse("admin:agentrun_approval_changelist"), 9),
     ("review history", lambda: reverse("admin:agentrun_packetreview_changelist"), 8),

@@ -5,10 +5,12 @@ from __future__ import annotations
 import re
 from zoneinfo import ZoneInfo
 
+import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
 from engine.models import Approval, PacketReview, ReviewPacket, Run, StaffPreference
+from engine.services import investigation_start
 from tests.support.staff import PASSWORD, make_runs
 from tickets.models import Account, CustomerSession, Job, Ticket
 
@@ -82,12 +84,12 @@ def test_the_queue_opens_on_pending_packets_and_a_review_opens_the_next(
     page.goto(f"{live_server.url}/admin/agentrun/reviewpacket/")
     rows = page.locator("#result_list tbody tr")
     expect(rows).to_have_count(2)
-    for column in ("Ticket", "Subject", "Account", "Age", "Stop reason"):
+    for column in ("Ticket", "Customer", "Subject", "Summary", "Account", "Age", "Stop reason"):
         expect(page.locator("#result_list thead")).to_contain_text(column)
     expect(rows.first).to_contain_text("ACME")
-    expect(rows.first.locator("a", has_text="T-1001")).to_have_attribute(
-        "href", re.compile(r"/admin/tickets/ticket/\d+/change/")
-    )
+    expect(rows.first).to_contain_text("dana@acme.example")
+    expect(rows.first.locator("a.sa-open")).to_have_text("T-1001")  # one handle: the ticket's ref, opening the packet
+    expect(rows.first.locator("a.sa-open")).to_have_attribute("href", re.compile(f"/reviewpacket/{oldest.pk}/change/"))
     shot("24-queue-pending")
     rows.first.locator("a.sa-open").click()
     expect(page).to_have_url(re.compile(f"/reviewpacket/{oldest.pk}/change/"))
@@ -116,7 +118,9 @@ def test_a_new_investigation_supersedes_the_pending_packet(page, live_server, lo
     second = Run.objects.order_by("-id").first()
     page.goto(f"{live_server.url}/admin/agentrun/reviewpacket/")
     expect(page.locator("#result_list tbody tr")).to_have_count(1)
-    expect(page.locator("#result_list")).to_contain_text(f"Review {second.packet.pk}")
+    expect(page.locator("#result_list a.sa-open")).to_have_attribute(
+        "href", re.compile(f"/reviewpacket/{second.packet.pk}/change/")
+    )
     page.goto(f"{live_server.url}/admin/agentrun/reviewpacket/{first.packet.pk}/change/")
     expect(page.locator("#review-state")).to_have_text("superseded")
     expect(page.locator("#superseded-note")).to_be_visible()
@@ -232,8 +236,8 @@ def test_a_refusal_is_a_styled_page(page, live_server, login, shot, staff_user, 
     shot("32-refusal-styled")
 
 
-def _no_sideways_scroll(page) -> None:
-    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+def _no_sideways_scroll(page, width: int = 390) -> None:
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
 
 
 def test_pages_fit_390_px(page, live_server, login, shot, supervisor_user, ticket_t1001):
@@ -308,3 +312,39 @@ def test_a_reviewed_packet_shows_its_decision_and_changes_it_only_with_a_note(
         "accepted",
         "rejected",
     ]
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_the_queue_finds_a_customer_a_job_and_a_cited_article(
+    page, live_server, login, shot, staff_user, ticket_t1001, width
+):
+    for ticket in (Ticket.objects.get(ref="T-1001"), Ticket.objects.get(ref="T-1004"), _globex_ticket()):
+        investigation_start(ticket=ticket)
+    login("staff", PASSWORD)
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"{live_server.url}/admin/agentrun/reviewpacket/")
+    rows = page.locator("#result_list tbody tr")
+    expect(rows).to_have_count(3)
+    expect(page.locator("#searchbar_helptext")).to_contain_text("job id or document code")
+
+    page.fill("#searchbar", "dana")
+    page.keyboard.press("Enter")
+    expect(rows).to_have_count(2)
+    expect(page.locator("#result_list a.sa-open")).to_have_text(["T-1001", "T-1004"])
+    expect(page.locator("#result_list")).not_to_contain_text("T-2001")
+    expect(rows.first).to_contain_text("dana@acme.example")
+    expect(rows.first).to_contain_text("Job J-42 (csv_export) failed")  # the summary's first line
+    shot(f"37-queue-search-dana-{width}")
+    _no_sideways_scroll(page, width)
+
+    page.fill("#searchbar", "J-42")
+    page.keyboard.press("Enter")
+    expect(page.locator("#result_list a.sa-open")).to_have_text(["T-1001"])
+    page.fill("#searchbar", "DOC-EXPORT-7")  # cited by T-1001's packet; no ticket says it
+    page.keyboard.press("Enter")
+    expect(page.locator("#result_list a.sa-open")).to_have_text(["T-1001"])
+    shot(f"38-queue-search-cited-document-{width}")
+    _no_sideways_scroll(page, width)
+    page.locator("#result_list a.sa-open").click()
+    packet = ReviewPacket.objects.get(run__ticket__ref="T-1001")
+    expect(page).to_have_url(re.compile(f"/reviewpacket/{packet.pk}/change/"))

@@ -2,7 +2,8 @@
 
 `SqliteSearch` migrates a database file once in a fresh process without DATABASE_URL; `run(steps)` then copies
 it and plays the steps in another fresh process: load the demo data, publish or write a document, add a synonym
-group, rename or retire a document, search. Each search's result is the list of codes found, in order.
+group, rename or retire a document, search. Each search's result is the list of codes found, in order. `play` runs
+any other script the same way.
 """
 
 from __future__ import annotations
@@ -69,14 +70,19 @@ class SqliteSearch:
         subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self._env(path), check=True, timeout=300)
 
     def run(self, steps: list[dict[str, Any]]) -> list[list[str]]:
+        return self.play(SCRIPT, steps)
+
+    def play(self, script: str, given: Any = None) -> Any:
+        """Run `script` on a fresh copy of the migrated database, `given` as JSON on its stdin; what it printed
+        last, read as JSON."""
         self.runs += 1
         path = self.folder / f"run-{self.runs}.sqlite3"
         shutil.copyfile(self.template, path)
         done = subprocess.run(
-            [sys.executable, "-c", SCRIPT],
+            [sys.executable, "-c", script],
             cwd=ROOT,
             env=self._env(path),
-            input=json.dumps(steps),
+            input=json.dumps(given),
             capture_output=True,
             text=True,
             timeout=300,
