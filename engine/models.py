@@ -684,6 +684,13 @@ class EvaluationCase(models.Model):
     )
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     original_review = models.CharField(max_length=16, choices=ReviewPacket.ReviewState.choices, blank=True, default="")
+    original_reason = models.CharField(
+        max_length=24,
+        choices=PacketReview.Reason.choices,
+        blank=True,
+        default="",
+        help_text="Why the original packet was rejected (its decision's reason); empty for an accepted one.",
+    )
     status = models.CharField(max_length=24, choices=Status.choices, blank=True, default="")
     detail = models.CharField(max_length=24, choices=Detail.choices, blank=True, default="")
     drafted = models.BooleanField(default=False)

@@ -17,17 +17,18 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
 from django.db import models, transaction
-from django.db.models import Count, Q
+from django.db.models import Count, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from engine.budgets import Budget
 from engine.loop import run_advance
-from engine.models import Approval, Evaluation, EvaluationCase, ReviewPacket, Run
+from engine.models import Approval, Evaluation, EvaluationCase, PacketReview, ReviewPacket, Run
 from engine.services import RunError, approval_answer, run_start
 from engine.statuses import Status
 from tickets.models import Evidence, Ticket
@@ -47,14 +48,18 @@ REVIEW_STATES = {
 
 
 def reviewed_runs(*, reviewed: str, since: datetime | None, limit: int | None) -> list[Run]:
+    """The runs of the packets reviewed as `reviewed`, oldest packet first, each with its packet and the reason
+    of its decision (`decision_reason`: why it was rejected; "" or None for an accepted one)."""
     packets = ReviewPacket.objects.filter(
         review_state__in=REVIEW_STATES[reviewed], run__purpose=Run.Purpose.INVESTIGATION
     ).order_by("created_at", "id")
     if since is not None:
         packets = packets.filter(created_at__gte=since)
+    decision = PacketReview.objects.filter(packet__run=OuterRef("pk"), reviewer__isnull=False)
     runs = (
         Run.objects.filter(pk__in=packets.values("run_id"))
         .select_related("packet")
+        .annotate(decision_reason=Subquery(decision.order_by("-created_at", "-id").values("reason")[:1]))
         .order_by("packet__created_at", "pk")
     )
     return list(runs[:limit] if limit else runs)
@@ -82,10 +87,21 @@ def evaluation_create(
             created_by=created_by,
         )
         EvaluationCase.objects.bulk_create(
-            EvaluationCase(evaluation=evaluation, original_run=run, original_review=run.packet.review_state)
+            EvaluationCase(
+                evaluation=evaluation,
+                original_run=run,
+                original_review=run.packet.review_state,
+                original_reason=_rejection_reason(run),
+            )
             for run in reviewed_runs(reviewed=reviewed, since=since, limit=limit)
         )
     return evaluation
+
+
+def _rejection_reason(run: Run) -> str:
+    """Why the run's packet was rejected (reviewed_runs' `decision_reason`); "" for an accepted packet."""
+    rejected = run.packet.review_state == ReviewPacket.ReviewState.REJECTED
+    return (getattr(run, "decision_reason", None) or "") if rejected else ""
 
 
 def unfinished_like(**arguments: Any) -> Evaluation | None:
@@ -304,8 +320,9 @@ def case_finish(*, case_id: int, run: Run) -> None:
 
 def evaluation_figures(cases: Iterable[EvaluationCase]) -> dict[str, Any]:
     """The header's figures, counted from the cases' results (`result_of`), the same the table's rows show:
-    agreement with accepted packets, agreement with rejected ones apart, regressions, draft and handoff rates,
-    cost per case against the originals."""
+    agreement with accepted packets, agreement with rejected ones apart (and the rejected ones by their reviewers'
+    reason, "" for a rejection recorded without one), regressions, draft and handoff rates, cost per case against
+    the originals."""
     cases = [c for c in cases if c.state == EvaluationCase.State.DONE]
     results = [result_of(c) for c in cases]
     accepted = sum(c.original_review == ReviewPacket.ReviewState.ACCEPTED for c in cases)
@@ -321,6 +338,9 @@ def evaluation_figures(cases: Iterable[EvaluationCase]) -> dict[str, Any]:
         "cases": n,
         "accepted_cases": accepted,
         "rejected_cases": sum(c.original_review == ReviewPacket.ReviewState.REJECTED for c in cases),
+        "rejected_by_reason": dict(
+            Counter(c.original_reason for c in cases if c.original_review == ReviewPacket.ReviewState.REJECTED)
+        ),
         "agreed": counted(CaseResult.AGREED),
         "agreement": share(counted(CaseResult.AGREED), accepted),
         "agreed_with_rejected": counted(CaseResult.AGREED_WITH_REJECTED),

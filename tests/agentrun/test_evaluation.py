@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
@@ -11,7 +15,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from engine.loop import run_advance
-from engine.models import Evaluation, EvaluationCase, ReviewPacket, Run
+from engine.models import Evaluation, EvaluationCase, PacketReview, ReviewPacket, Run
 from engine.services import run_start
 from evaluation.replay import NOT_RECORDED
 from evaluation.services import CaseResult, case_result, evaluation_create, evaluation_run
@@ -285,3 +289,72 @@ def test_support_staff_may_not_start_an_evaluation(reviewed, staff_client):
     )
     assert response.status_code == 403 and b"Only Supervisors may start evaluations" in response.content
     assert not Evaluation.objects.exists() and not Run.objects.filter(purpose=Run.Purpose.EVALUATION).exists()
+
+
+# --- the reviewed packet's reason ----------------------------------------------------------------------------
+
+
+def _no_article_packet(reviewed) -> ReviewPacket:
+    """A T-1004 packet (invoices) accepted, then rejected on purpose because no article answers it."""
+    packet = ReviewPacket.objects.filter(run__in=reviewed, run__ticket__ref="T-1004").order_by("pk").first()
+    packet_review(
+        packet_id=packet.pk,
+        reviewer=User.objects.get(username="lead"),
+        decision="rejected",
+        reason="no_article",
+        note="There is no article on late invoices.",
+        change_decision=True,
+    )
+    return packet
+
+
+def test_the_comparison_names_why_each_rejected_packet_was_rejected(reviewed, supervisor_client):
+    no_article = _no_article_packet(reviewed)
+    out = __import__("io").StringIO()
+    call_command("evaluate", "--model", "rules", "--reviewed", "all", stdout=out)
+    assert "rejected packets by the reviewer's reason: wrong conclusion 5, no article answers it 1" in out.getvalue()
+    evaluation = Evaluation.objects.get()
+    assert evaluation.figures["rejected_by_reason"] == {"wrong_conclusion": 5, "no_article": 1}
+    report = evaluate("--resume", str(evaluation.pk))
+    by_run = {c["original_run_id"]: c for c in report["cases"]}
+    assert (by_run[no_article.run_id]["original_reason"], by_run[no_article.run_id]["original_reason_label"]) == (
+        "no_article",
+        "no article answers it",
+    )
+    accepted = [c for c in report["cases"] if c["original_review"] == "accepted"]
+    assert accepted and all((c["original_reason"], c["original_reason_label"]) == ("", None) for c in accepted)
+
+    page = supervisor_client.get(f"/admin/agentrun/evaluation/{evaluation.pk}/change/").content.decode()
+    reviews = re.findall(r'<td class="original-review">(.*?)</td>', page)
+    assert reviews.count('rejected: <span class="original-reason">no article answers it</span>') == 1
+    assert reviews.count('rejected: <span class="original-reason">wrong conclusion</span>') == 5
+    assert reviews.count("accepted") == 14
+    rows = supervisor_client.get(f"/admin/agentrun/evaluation/{evaluation.pk}/csv/").content.decode().splitlines()
+    assert rows[0].startswith("original run,candidate run,ticket,original review,original reason,")
+    assert sum(",rejected,no_article," in row for row in rows) == 1
+
+
+def test_cases_recorded_before_the_reason_was_kept_get_the_decision_they_were_made_on(reviewed):
+    from django.apps import apps
+
+    no_article = _no_article_packet(reviewed)
+    evaluation = evaluation_create(candidate_model="rules", reviewed=Evaluation.Reviewed.ALL)
+    packet_review(  # after the evaluation started: not the decision its case was made on
+        packet_id=no_article.pk,
+        reviewer=User.objects.get(username="lead"),
+        decision="rejected",
+        reason="unclear",
+        note="Unclear after all.",
+        change_decision=True,
+    )
+    PacketReview.objects.filter(packet=no_article).update(created_at=evaluation.started_at)  # the first two then
+    PacketReview.objects.filter(packet=no_article, reason="unclear").update(
+        created_at=evaluation.started_at + timedelta(seconds=1)
+    )
+    EvaluationCase.objects.update(original_reason="")
+    [path] = Path(__file__).resolve().parents[2].glob("engine/migrations/*_evaluation_case_original_reason.py")
+    migration = importlib.import_module(f"engine.migrations.{path.stem}")
+    migration.reasons_of_earlier_cases(apps, None)
+    reasons = dict(evaluation.cases.values_list("original_run_id", "original_reason"))
+    assert reasons[no_article.run_id] == "no_article"
+    assert Counter(reasons.values()) == {"": 14, "wrong_conclusion": 5, "no_article": 1}

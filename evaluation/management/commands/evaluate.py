@@ -13,7 +13,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
 from engine.budgets import dollars
-from engine.models import Evaluation
+from engine.models import Evaluation, PacketReview
 from evaluation.services import (
     evaluation_create,
     evaluation_finish,
@@ -165,6 +165,7 @@ class Command(BaseCommand):
             "original_run_id",
             "candidate_run_id",
             "original_review",
+            "original_reason",
             "status",
             "detail",
             "drafted",
@@ -187,7 +188,12 @@ class Command(BaseCommand):
             "finished": evaluation.finished_at is not None,
             "figures": evaluation.figures,
             "cases": [
-                {**{name: getattr(case, name) for name in fields}, "result": result_of(case).value} for case in rows
+                {
+                    **{name: getattr(case, name) for name in fields},
+                    "original_reason_label": case.get_original_reason_display() if case.original_reason else None,
+                    "result": result_of(case).value,
+                }
+                for case in rows
             ],
         }
 
@@ -203,6 +209,19 @@ class Command(BaseCommand):
             f"{len(f['regressions'])} regressions"
             + (f" (original runs {', '.join(map(str, f['regressions']))})" if f["regressions"] else "")
         )
+        by_reason = f.get("rejected_by_reason") or {}
+        if by_reason:
+            self.stdout.write(
+                "rejected packets by the reviewer's reason: "
+                + ", ".join(
+                    f"{_reason_label(code)} {n}" for code, n in sorted(by_reason.items(), key=lambda i: (-i[1], i[0]))
+                )
+            )
+
+
+def _reason_label(code: str) -> str:
+    """A rejection reason's label ("no article answers it"); a rejection recorded without one says so."""
+    return PacketReview.Reason(code).label if code in PacketReview.Reason.values else "no reason recorded"
 
 
 def _dollars(micros: float | None) -> str:
