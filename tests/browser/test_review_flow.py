@@ -294,11 +294,13 @@ def test_a_reviewed_packet_shows_its_decision_and_changes_it_only_with_a_note(
     assert PacketReview.objects.filter(packet=packet).count() == 1
 
     page.click("#change-decision summary")
-    page.click("#change-submit")  # no note: the form does not go
+    page.click("#change-submit")  # no reason, no note: the form does not go
+    expect(page.locator("#change-reason")).to_be_focused()
+    page.select_option("#change-reason", "wrong_conclusion")
+    page.click("#change-submit")
     expect(page.locator("#change-note")).to_be_focused()
     assert PacketReview.objects.filter(packet=packet).count() == 1
     page.fill("#change-note", "It cites the wrong job.")
-    page.select_option("#change-reason", "wrong_conclusion")
     shot("33-changing-a-decision")
     page.click("#change-submit")
     expect(page.locator(".messagelist")).to_contain_text(f"Packet {packet.pk}: decision changed to rejected.")
