@@ -44,7 +44,7 @@ def test_an_edited_reply_is_accepted_and_its_note_reaches_zendesk_after_a_429(
     reply.fill(EDITED)
     page.click("#copy-reply")
     expect(page.locator("#copy-status")).not_to_be_empty()
-    shot(f"80-suggested-reply-edited-{width}")
+    shot(f"90-suggested-reply-edited-{width}")
 
     zendesk.answers.append(Answer(429, b"Rate limit for ticket updates exceeded", {"Retry-After": "1"}))
     page.click("#accept")
@@ -64,4 +64,4 @@ def test_an_edited_reply_is_accepted_and_its_note_reaches_zendesk_after_a_429(
     page.goto(f"{live_server.url}/admin/agentrun/reviewpacket/{run.packet.pk}/change/")
     expect(page.locator("#reply-kept-note")).to_contain_text("edited from the suggestion")
     expect(page.locator("#reply-text")).to_contain_text("Ask a workspace owner to make you an editor")
-    shot(f"81-reply-kept-after-accept-{width}")
+    shot(f"91-reply-kept-after-accept-{width}")
