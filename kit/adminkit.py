@@ -60,6 +60,10 @@ class StaffSiteAdmin(admin.ModelAdmin):
     def get_changelist(self, request, **kwargs):
         return OfferedLookupsChangeList
 
+    def lookup_allowed(self, lookup, value, request=None):
+        """A lookup the admin names in `linked_lookups` is offered, even across a relation no filter names."""
+        return lookup in self.linked_lookups or super().lookup_allowed(lookup, value, request)
+
     def get_changelist_instance(self, request):
         if any("\x00" in value for _, values in request.GET.lists() for value in values):
             raise IncorrectLookupParameters("A NUL character in the query string.")

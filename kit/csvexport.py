@@ -4,7 +4,10 @@ A spreadsheet takes a cell that begins with `=`, `+`, `-`, `@`, a tab or a carri
 return for a formula; text from outside (a tool name a model proposed, a ticket
 reference from a help desk) could then compute, or link out, when opened. Such
 text is written with a leading single quote (OWASP's advice for CSV injection).
-Numbers the application computed are written as numbers, a negative one included.
+Numbers the application computed are written as numbers, a negative one included; a float
+with no more than the 15 significant digits a double holds exactly (`96.98396199999999` is
+written `96.983962`, `0.1 + 0.2` is `0.3`): figures that need a fixed number of places are
+rounded as `Decimal` before they get here.
 """
 
 from __future__ import annotations
@@ -19,8 +22,11 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def csv_cell(value: object) -> object:
-    """`value` as it is safe to write: numbers unchanged, text that would start a formula quoted with `'`."""
-    if isinstance(value, int | float | Decimal) and not isinstance(value, bool):
+    """`value` as it is safe to write: numbers as numbers (a float without its binary noise), text that would
+    start a formula quoted with `'`."""
+    if isinstance(value, float):
+        return format(value, ".15g")
+    if isinstance(value, int | Decimal) and not isinstance(value, bool):
         return value
     text = "" if value is None else str(value)
     return "'" + text if text.startswith(FORMULA_STARTS) else text

@@ -31,8 +31,8 @@ from evaluation.services import evaluation_create
 from evaluation.tasks import evaluation_launch
 from kit.refused import Refused
 from providers import BuiltInModel, model_problem
-from staff.dashboard import Period
 from staff.gaps import Topic, gaps_read, topics_of
+from staff.periods import Period
 from staff.recheck import ItemCheck, packet_recheck
 from staff.reviews import ReviewError, packet_review
 from tickets.documents import DocumentText

@@ -32,8 +32,8 @@ from staff.access import (
     do_review,
     require,
 )
-from staff.dashboard import PeriodError, period_parse
 from staff.gaps import GapTicket, Topic
+from staff.periods import PeriodError, Preset, period_parse
 from staff.recheck import document_links
 from tickets.documents import CODE_MAX, CODE_PATTERN, Change, DocumentText
 from tools.compare import Outcome
@@ -530,6 +530,7 @@ def knowledge_gaps(request, filters: Query[GapsFilters]):
         period = period_parse(
             first=filters.first.isoformat() if filters.first else None,
             last=filters.last.isoformat() if filters.last else None,
+            default=Preset.LAST_30,
         )
     except PeriodError as exc:
         raise Refused("bad_period", str(exc), 422) from None

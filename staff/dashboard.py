@@ -1,87 +1,35 @@
-"""Outcomes over a period, for supervisors: a fixed handful of aggregate queries, whatever the row count.
+"""Outcomes over a period, for supervisors, beside the period before: a fixed handful of queries, whatever the rows.
 
-Charts are drawn here as inline SVG (no scripts, no CDN); every chart's rows are also a CSV.
+`outcomes_compared` reads the runs of both periods at once (one query for the runs with their
+packets and reviews, one for the replies kept, two for the per-tool rates) and splits them in
+Python; every figure is a property of `Outcomes`, computed from those rows, so that the page,
+its charts and its CSVs (staff.dashboard_csv) cannot disagree. Periods are staff.periods'.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime
+from decimal import ROUND_HALF_UP, Decimal
+from functools import cached_property
 
-from django.db.models import Case, CharField, Count, Min, OuterRef, Q, Subquery, TextChoices, Value, When
+from django.db.models import Case, CharField, Count, IntegerField, OuterRef, Q, Subquery, Value, When
 from django.urls import reverse
-from django.utils import timezone
-from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
-from django.utils.safestring import SafeString
+from rapidfuzz.distance import Levenshtein
 
-from engine.models import ModelRequest, ReviewPacket, Run
-from engine.statuses import ACTIVE, TERMINAL, Status, stop_name
+from engine.models import ModelRequest, PacketReview, ReviewPacket, Run
+from engine.statuses import ACTIVE, TERMINAL, Status
+from staff.periods import Period
 from tools.registry import TOOLS
 
-DEFAULT_DAYS = 30
 UNKNOWN_TOOL = "unknown tool"
-
-
-class Table(TextChoices):
-    """The dashboard's charts and tables, by the name their CSV is downloaded under, with their titles."""
-
-    DAILY = "daily", "Runs per day by outcome"
-    STOP_REASONS = "stop-reasons", "Runs by stop reason"
-    RATES = "rates", "Completion and acceptance"
-    TOOL_RATES = "tool-rates", "Repeated calls and refused proposals by tool"
-    MEDIANS = "medians", "Per run"
-    REVIEW_TIMES = "review-times", "From packet to review"
-    RUNS = "runs", "Every run"
-
-
-class PeriodError(ValueError):
-    pass
-
-
-@dataclass(frozen=True)
-class Period:
-    first: date
-    last: date  # inclusive
-
-    @property
-    def since(self) -> datetime:
-        return datetime.combine(self.first, time.min, tzinfo=UTC)
-
-    @property
-    def until(self) -> datetime:
-        return datetime.combine(self.last + timedelta(days=1), time.min, tzinfo=UTC)
-
-    @property
-    def days(self) -> list[date]:
-        return [self.first + timedelta(days=i) for i in range((self.last - self.first).days + 1)]
-
-
-# The days a period may name: a run's timestamps and the day after the last one must be representable.
-EARLIEST_DAY, LATEST_DAY = date(1970, 1, 1), date(9998, 12, 31)
-
-
-def _day(text: str) -> date:
-    try:
-        day = date.fromisoformat(text)
-    except ValueError:
-        raise PeriodError("Dates are written YYYY-MM-DD.") from None
-    if not EARLIEST_DAY <= day <= LATEST_DAY:
-        raise PeriodError(f"Choose dates from {EARLIEST_DAY} to {LATEST_DAY}.")
-    return day
-
-
-def period_parse(*, first: str | None, last: str | None, today: date | None = None) -> Period:
-    """`first`..`last` as YYYY-MM-DD (inclusive); by default the last 30 days up to today."""
-    end = _day(last) if last else (today or timezone.now().date())
-    start = _day(first) if first else max(end - timedelta(days=DEFAULT_DAYS - 1), EARLIEST_DAY)
-    if start > end:
-        raise PeriodError("The period's first day is after its last day.")
-    if (end - start).days > 3660:
-        raise PeriodError("Choose a period of at most ten years.")
-    return Period(start, end)
+NO_REASON = ""  # a rejection recorded before reasons were asked for
+NO_REASON_LABEL = "no reason recorded"
+RATE_PLACES = 4  # rates as fractions: 0.6667
 
 
 @dataclass(frozen=True)
@@ -117,20 +65,30 @@ class TrendDay:
         return sum(self.counts)
 
 
-def trend_days(per_run: list[tuple], period: Period) -> list[TrendDay]:
-    """Runs per day (UTC, as the period is) and outcome; a day with no runs is a row of zeros."""
-    counts = Counter((row[8].astimezone(UTC).date(), row[2]) for row in per_run)
-    return [TrendDay(day, tuple(sum(counts[(day, s.value)] for s in o.statuses) for o in TREND)) for day in period.days]
+@dataclass(frozen=True)
+class RunRow:
+    """One run of the period as the dashboard counts it: its counters, its packet's review, its reply."""
 
+    run: int
+    ticket: str
+    status: str
+    detail: str
+    model_requests: int
+    tool_attempts: int
+    tokens: int
+    cost_micros: int
+    created_at: datetime
+    packet: int | None = None
+    review: str = ""  # the packet's review state; "" without a packet
+    reason: str = NO_REASON  # why it was rejected (PacketReview.Reason) when review is "rejected"
+    packet_at: datetime | None = None
+    first_review_at: datetime | None = None  # the first review by a person (not the system's supersede)
+    reply_used: bool | None = None  # accepted with a suggested reply: was it kept (edited or not)?
+    reply_change: float | None = None  # a kept reply's edit distance from the suggestion over the longer length
 
-def runs_url(statuses, *, since: datetime, until: datetime) -> str:
-    """The Runs changelist filtered to `statuses` created in [since, until)."""
-    query = {
-        "status__in": ",".join(s.value if isinstance(s, Status) else s for s in statuses),
-        "created_at__gte": since.isoformat(),
-        "created_at__lt": until.isoformat(),
-    }
-    return f"{reverse('admin:agentrun_run_changelist')}?{urlencode(query)}"
+    @property
+    def rejected(self) -> bool:
+        return self.review == ReviewPacket.ReviewState.REJECTED
 
 
 @dataclass(frozen=True)
@@ -144,22 +102,62 @@ class ToolRate:
         return n / self.runs_proposing if self.runs_proposing else 0.0
 
 
+def ratio(n: int, d: int) -> Decimal | None:
+    """n/d to RATE_PLACES decimals, rounded half up; None when there is nothing to rate (d is 0)."""
+    return (Decimal(n) / Decimal(d)).quantize(Decimal(1).scaleb(-RATE_PLACES), ROUND_HALF_UP) if d else None
+
+
 @dataclass
 class Outcomes:
+    """The runs created in `period` and every figure the dashboard shows of them."""
+
     period: Period
-    total_runs: int = 0
-    by_stop_reason: list[tuple[str, int]] = field(default_factory=list)
-    ended: int = 0
-    completed: int = 0
-    packets: int = 0
-    reviewed: int = 0
-    accepted: int = 0
-    medians: dict[str, float] = field(default_factory=dict)
-    total_cost_micros: int = 0
+    runs: list[RunRow] = field(default_factory=list)
     tool_rates: list[ToolRate] = field(default_factory=list)
-    review_seconds: list[float] = field(default_factory=list)
-    per_run: list[tuple] = field(default_factory=list)
-    daily: list[TrendDay] = field(default_factory=list)
+
+    @property
+    def total_runs(self) -> int:
+        return len(self.runs)
+
+    @cached_property
+    def _status_counts(self) -> Counter[str]:
+        return Counter(r.status for r in self.runs)
+
+    @property
+    def by_stop_reason(self) -> list[tuple[str, int]]:
+        return [(s.value, self._status_counts[s.value]) for s in Status if self._status_counts[s.value]]
+
+    @cached_property
+    def _ended(self) -> list[RunRow]:
+        return [r for r in self.runs if r.status in TERMINAL]
+
+    @property
+    def ended(self) -> int:
+        return len(self._ended)
+
+    @property
+    def completed(self) -> int:
+        return self._status_counts[Status.COMPLETED.value]
+
+    @cached_property
+    def _reviews(self) -> Counter[str]:
+        return Counter(r.review for r in self.runs if r.review)
+
+    @property
+    def packets(self) -> int:
+        return sum(self._reviews.values())
+
+    @property
+    def accepted(self) -> int:
+        return self._reviews[ReviewPacket.ReviewState.ACCEPTED]
+
+    @property
+    def rejected(self) -> int:
+        return self._reviews[ReviewPacket.ReviewState.REJECTED]
+
+    @property
+    def reviewed(self) -> int:
+        return self.accepted + self.rejected
 
     @property
     def completion_rate(self) -> float:
@@ -170,38 +168,102 @@ class Outcomes:
         return self.accepted / self.reviewed if self.reviewed else 0.0
 
     @property
+    def total_cost_micros(self) -> int:
+        return sum(r.cost_micros for r in self.runs)
+
+    @property
     def cost_per_accepted_micros(self) -> float | None:
         return self.total_cost_micros / self.accepted if self.accepted else None
 
+    @cached_property
+    def medians(self) -> dict[str, float]:
+        """Per ended run: the median model requests, tool attempts, tokens and cost (micro-dollars); 0 without one."""
+        return {
+            name: statistics.median(getattr(r, name) for r in self._ended) if self._ended else 0
+            for name in ("model_requests", "tool_attempts", "tokens", "cost_micros")
+        }
+
+    @cached_property
+    def review_seconds(self) -> list[float]:
+        """Per packet reviewed by a person: seconds from the packet to its first review."""
+        return [
+            max((r.first_review_at - r.packet_at).total_seconds(), 0.0)
+            for r in self.runs
+            if r.first_review_at is not None and r.packet_at is not None
+        ]
+
     @property
     def median_review_seconds(self) -> float | None:
-        return statistics.median(self.review_seconds) if self.review_seconds else None
+        seconds = self.review_seconds
+        return statistics.median(seconds) if seconds else None
+
+    @property
+    def by_reason(self) -> list[tuple[str, int]]:
+        """Rejected packets by the reason given, in the order reasons are offered (a missing one last)."""
+        counts = Counter(r.reason for r in self.runs if r.rejected)
+        order = [*PacketReview.Reason.values, NO_REASON]
+        return [(reason, counts[reason]) for reason in order if counts[reason]]
+
+    @property
+    def replies_suggested(self) -> int:
+        """Accepted packets that came with a suggested reply."""
+        return sum(1 for r in self.runs if r.reply_used is not None)
+
+    @property
+    def replies_used(self) -> int:
+        return sum(1 for r in self.runs if r.reply_used)
+
+    @property
+    def mean_reply_change(self) -> Decimal | None:
+        """The mean, over replies used, of their edit distance from the suggestion over the longer length."""
+        changes = [r.reply_change for r in self.runs if r.reply_change is not None]
+        return ratio_of(sum(changes), len(changes))
+
+    @cached_property
+    def daily(self) -> list[TrendDay]:
+        """Runs per day (in the period's zone) and outcome; a day with no runs is a row of zeros."""
+        zone = self.period.zone
+        counts = Counter((r.created_at.astimezone(zone).date(), r.status) for r in self.runs)
+        return [
+            TrendDay(day, tuple(sum(counts[(day, s.value)] for s in o.statuses) for o in TREND))
+            for day in self.period.days
+        ]
 
     def share(self, n: int) -> float:
         return n / self.total_runs if self.total_runs else 0.0
 
 
-PER_RUN_COLUMNS = (
-    "run",
-    "ticket",
-    "status",
-    "detail",
-    "model_requests",
-    "tool_attempts",
-    "tokens",
-    "cost_micros",
-    "created_at",
-)
+def ratio_of(total: float, n: int) -> Decimal | None:
+    """A mean of fractions to RATE_PLACES decimals; None for no values."""
+    return Decimal(str(total / n)).quantize(Decimal(1).scaleb(-RATE_PLACES), ROUND_HALF_UP) if n else None
 
 
-def outcomes(*, period: Period) -> Outcomes:
-    """Everything the dashboard shows for runs created in `period`."""
-    out = Outcomes(period)
-    runs = Run.objects.filter(
-        created_at__gte=period.since, created_at__lt=period.until, purpose=Run.Purpose.INVESTIGATION
+# --- reading the runs -------------------------------------------------------------------
+
+
+def _in(periods: Sequence[Period], prefix: str = "") -> Q:
+    """Runs (or rows whose run, through `prefix`) created in any of `periods`."""
+    q = Q(pk__in=[])
+    for p in periods:
+        q |= Q(**{f"{prefix}created_at__gte": p.since, f"{prefix}created_at__lt": p.until})
+    return q
+
+
+def _decision(packet_ref: str):
+    """The packet's latest review by a person: the one its review state stands on (staff.reviews.packet_decision)."""
+    return PacketReview.objects.filter(packet=OuterRef(packet_ref), reviewer__isnull=False).order_by(
+        "-created_at", "-id"
     )
-    out.per_run = list(
-        runs.order_by("created_at", "id").values_list(
+
+
+def _run_rows(periods: Sequence[Period]) -> list[RunRow]:
+    """The investigations created in `periods`, oldest first, with their packet's review (one query) and the
+    replies their accepted packets kept (one more)."""
+    first_review = PacketReview.objects.filter(packet=OuterRef("packet__pk"), reviewer__isnull=False)
+    rows = (
+        Run.objects.filter(_in(periods), purpose=Run.Purpose.INVESTIGATION)
+        .order_by("created_at", "id")
+        .values_list(
             "pk",
             "ticket__ref",
             "status",
@@ -211,31 +273,50 @@ def outcomes(*, period: Period) -> Outcomes:
             "tokens_used",
             "cost_used_micros",
             "created_at",
+            "packet__pk",
+            "packet__review_state",
+            Subquery(_decision("packet__pk").values("reason")[:1]),
+            "packet__created_at",
+            Subquery(first_review.order_by("created_at", "id").values("created_at")[:1]),
         )
     )
-    counts = Counter(row[2] for row in out.per_run)
-    out.total_runs = len(out.per_run)
-    out.by_stop_reason = [(s.value, counts[s.value]) for s in Status if counts[s.value]]
-    ended = [row for row in out.per_run if row[2] in TERMINAL]
-    out.ended, out.completed = len(ended), counts[Status.COMPLETED.value]
-    out.total_cost_micros = sum(row[7] for row in out.per_run)
-    out.daily = trend_days(out.per_run, period)
-    for i, name in ((4, "model_requests"), (5, "tool_attempts"), (6, "tokens"), (7, "cost_micros")):
-        out.medians[name] = statistics.median(row[i] for row in ended) if ended else 0
-    _reviews(out, runs)
-    out.tool_rates = _tool_rates(runs)
-    return out
+    replies = _replies(periods)
+    return [_run_row(row, replies.get(row[0])) for row in rows]
 
 
-def _reviews(out: Outcomes, runs) -> None:
-    packets = ReviewPacket.objects.filter(run__in=runs.values("pk"))
-    states = dict(packets.values_list("review_state").annotate(n=Count("id")).order_by())
-    out.packets = sum(states.values())
-    out.accepted = states.get(ReviewPacket.ReviewState.ACCEPTED, 0)
-    out.reviewed = out.accepted + states.get(ReviewPacket.ReviewState.REJECTED, 0)
-    by_staff = Q(reviews__reviewer__isnull=False)  # a packet superseded by the system was not reviewed
-    firsts = packets.annotate(first=Min("reviews__created_at", filter=by_staff)).filter(first__isnull=False)
-    out.review_seconds = [max((f - c).total_seconds(), 0.0) for c, f in firsts.values_list("created_at", "first")]
+def _run_row(row: tuple, reply: tuple[bool, float | None] | None) -> RunRow:
+    """A row of _run_rows' query (RunRow's fields in order, to first_review_at) and the run's reply, if any."""
+    *counters, packet, review, reason, packet_at, first_review_at = row
+    rejected = review == ReviewPacket.ReviewState.REJECTED
+    return RunRow(
+        *counters,
+        packet=packet,
+        review=review or "",
+        reason=(reason or NO_REASON) if rejected else NO_REASON,
+        packet_at=packet_at,
+        first_review_at=first_review_at,
+        reply_used=reply[0] if reply else None,
+        reply_change=reply[1] if reply else None,
+    )
+
+
+def _replies(periods: Sequence[Period]) -> dict[int, tuple[bool, float | None]]:
+    """Per run whose packet was accepted with a suggested reply: whether the reviewer kept a reply, and how far
+    the kept one is from the suggestion (Levenshtein distance over characters, over the longer length)."""
+    accepted = (
+        ReviewPacket.objects.filter(
+            _in(periods, "run__"),
+            run__purpose=Run.Purpose.INVESTIGATION,
+            review_state=ReviewPacket.ReviewState.ACCEPTED,
+        )
+        .exclude(reply="")
+        .annotate(kept=Subquery(_decision("pk").values("reply")[:1]))
+        .values_list("run_id", "reply", "kept")
+    )
+    return {
+        run: (True, Levenshtein.normalized_distance(suggested.strip(), kept.strip())) if kept else (False, None)
+        for run, suggested, kept in accepted
+    }
 
 
 def tool_label(proposal: str) -> str:
@@ -247,8 +328,18 @@ def tool_label(proposal: str) -> str:
     return name if name in TOOLS else UNKNOWN_TOOL
 
 
-def _tool_rates(runs) -> list[ToolRate]:
-    """Per tool: runs whose model proposed it, and how many of those ended on it NO_PROGRESS or INVALID_OR_FORBIDDEN.
+def _which(periods: Sequence[Period], prefix: str = "") -> Case:
+    """The index in `periods` of the period a row's run was created in."""
+    return Case(
+        *(When(_in([p], prefix), then=Value(i)) for i, p in enumerate(periods)),
+        default=Value(-1),
+        output_field=IntegerField(),
+    )
+
+
+def _tool_rates(periods: Sequence[Period]) -> list[list[ToolRate]]:
+    """Per period, per tool: runs whose model proposed it, and how many of those ended on it NO_PROGRESS or
+    INVALID_OR_FORBIDDEN.
 
     The tool a run ended on is the one its last model request proposed. Names not in the
     dispatch table are counted together as UNKNOWN_TOOL (a run once, however many it proposed).
@@ -258,259 +349,91 @@ def _tool_rates(runs) -> list[ToolRate]:
         default=Value(UNKNOWN_TOOL),
         output_field=CharField(),
     )
-    proposing = dict(
-        ModelRequest.objects.filter(run__in=runs.values("pk"), proposal__startswith="call ")
-        .annotate(tool=label)
-        .values_list("tool")
-        .annotate(n=Count("run", distinct=True))
-        .order_by()
+    investigations = Q(run__purpose=Run.Purpose.INVESTIGATION) & _in(periods, "run__")
+    proposing = Counter(
+        {
+            (i, tool): n
+            for i, tool, n in ModelRequest.objects.filter(investigations, proposal__startswith="call ")
+            .annotate(tool=label, period=_which(periods, "run__"))
+            .values_list("period", "tool")
+            .annotate(n=Count("run", distinct=True))
+            .order_by()
+        }
     )
     last = ModelRequest.objects.filter(run=OuterRef("pk")).order_by("-seq").values("proposal")[:1]
     ended_on = (
-        runs.filter(status__in=[Status.NO_PROGRESS, Status.INVALID_OR_FORBIDDEN])
-        .annotate(last=Subquery(last))
-        .values_list("status", "last")
+        Run.objects.filter(_in(periods), purpose=Run.Purpose.INVESTIGATION)
+        .filter(status__in=[Status.NO_PROGRESS, Status.INVALID_OR_FORBIDDEN])
+        .annotate(last=Subquery(last), period=_which(periods))
+        .values_list("period", "status", "last")
     )
-    ends = Counter((status, tool_label(p)) for status, p in ended_on if (p or "").startswith("call "))
-    tools = sorted(set(proposing) | {t for _, t in ends}, key=lambda t: (t == UNKNOWN_TOOL, t))
+    ends = Counter((i, status, tool_label(p)) for i, status, p in ended_on if (p or "").startswith("call "))
+    return [_rates_of(i, proposing, ends) for i in range(len(periods))]
+
+
+def _rates_of(i: int, proposing: Counter, ends: Counter) -> list[ToolRate]:
+    tools = {t for (j, t) in proposing if j == i} | {t for (j, _, t) in ends if j == i}
     return [
         ToolRate(
-            t, proposing.get(t, 0), ends[(Status.NO_PROGRESS.value, t)], ends[(Status.INVALID_OR_FORBIDDEN.value, t)]
+            t,
+            proposing[(i, t)],
+            ends[(i, Status.NO_PROGRESS.value, t)],
+            ends[(i, Status.INVALID_OR_FORBIDDEN.value, t)],
         )
-        for t in tools
+        for t in sorted(tools, key=lambda t: (t == UNKNOWN_TOOL, t))
     ]
 
 
-# --- charts -------------------------------------------------------------------------
+def outcomes_of(periods: Sequence[Period]) -> list[Outcomes]:
+    """The outcomes of each of `periods` (which may not overlap), read together: four queries in all."""
+    rows, rates = _run_rows(periods), _tool_rates(periods)
+    return [
+        Outcomes(p, runs=[r for r in rows if p.holds(r.created_at)], tool_rates=rates[i]) for i, p in enumerate(periods)
+    ]
 
 
-def bar_chart(rows: list[tuple], *, title: str, max_value: float | None = None) -> SafeString:
-    """A horizontal bar chart as inline SVG: one (label, value, value text[, link]) per bar."""
-    width, label_w, bar_h, gap = 720, 310, 22, 8
-    top = max((row[1] for row in rows), default=0) if max_value is None else max_value
-    height = max(len(rows), 1) * (bar_h + gap) + gap
-    bars = format_html_join(
-        "",
-        '<g><text x="{}" y="{}" text-anchor="end" font-size="12">{}</text>{}'
-        '<text x="{}" y="{}" font-size="12">{}</text></g>',
-        (
-            (
-                label_w - 6,
-                gap + i * (bar_h + gap) + 15,
-                row[0],
-                _linked(
-                    format_html(
-                        '<rect x="{}" y="{}" width="{}" height="{}" fill="#417690"><title>{}: {}</title></rect>',
-                        label_w,
-                        gap + i * (bar_h + gap),
-                        _bar_len(row[1], top, width - label_w - 90),
-                        bar_h,
-                        row[0],
-                        row[2],
-                    ),
-                    row[3] if len(row) > 3 else None,
-                ),
-                label_w + _bar_len(row[1], top, width - label_w - 90) + 6,
-                gap + i * (bar_h + gap) + 15,
-                row[2],
-            )
-            for i, row in enumerate(rows)
-        ),
-    )
-    empty = format_html('<text x="10" y="22" font-size="12">{}</text>', "No runs in this period.") if not rows else ""
-    return format_html(
-        '<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{}" width="{}" height="{}" '
-        'viewBox="0 0 {} {}" class="chart"><title>{}</title>{}{}</svg>',
-        title,
-        width,
-        height,
-        width,
-        height,
-        title,
-        bars,
-        empty,
-    )
+def outcomes(*, period: Period) -> Outcomes:
+    """Everything the dashboard shows for runs created in `period`."""
+    return outcomes_of([period])[0]
 
 
-def _linked(shape: SafeString, href: str | None) -> SafeString:
-    return format_html('<a href="{}" class="bar-link">{}</a>', href, shape) if href else shape
+def outcomes_compared(*, period: Period) -> tuple[Outcomes, Outcomes]:
+    """`period`'s outcomes and those of the period it is compared with (Period.previous)."""
+    current, previous = outcomes_of([period, period.previous()])
+    return current, previous
 
 
-def trend_chart(days: list[TrendDay], *, title: str) -> SafeString:
-    """Runs per day as stacked vertical bars (one colour per outcome), each segment linked to its runs."""
-    width, left, top_pad, plot_h, legend_h = 720, 40, 10, 180, 40
-    room = width - left - 10
-    step = room / max(len(days), 1)
-    peak = max((d.total for d in days), default=0)
-    segments = format_html_join(
-        "", "{}", ((_trend_segments(d, left + i * step, step, peak, top_pad, plot_h),) for i, d in enumerate(days))
-    )
-    base = top_pad + plot_h
-    axis = format_html(
-        '<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#666"/>'
-        '<text x="{}" y="{}" font-size="12" text-anchor="end">{}</text>'
-        '<text x="{}" y="{}" font-size="12" text-anchor="end">0</text>'
-        '<text x="{}" y="{}" font-size="12">{}</text><text x="{}" y="{}" font-size="12" text-anchor="end">{}</text>',
-        left,
-        base,
-        width - 10,
-        base,
-        left - 4,
-        top_pad + 12,
-        peak,
-        left - 4,
-        base,
-        left,
-        base + 16,
-        days[0].day.isoformat() if days else "",
-        width - 10,
-        base + 16,
-        days[-1].day.isoformat() if days else "",
-    )
-    legend = format_html_join(
-        "",
-        '<rect x="{}" y="{}" width="12" height="12" fill="{}"/><text x="{}" y="{}" font-size="12">{}</text>',
-        ((left + i * 170, base + 26, o.colour, left + i * 170 + 16, base + 37, o.name) for i, o in enumerate(TREND)),
-    )
-    height = base + legend_h
-    return format_html(
-        '<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{}" width="{}" height="{}" '
-        'viewBox="0 0 {} {}" class="chart"><title>{}</title>{}{}{}</svg>',
-        title,
-        width,
-        height,
-        width,
-        height,
-        title,
-        segments,
-        axis,
-        legend,
-    )
+# --- links to the runs and packets behind a figure ----------------------------------------
 
 
-def _trend_segments(day: TrendDay, x: float, step: float, peak: int, top_pad: int, plot_h: int) -> SafeString:
-    since = datetime.combine(day.day, time.min, tzinfo=UTC)
-    y, shapes = top_pad + plot_h, []
-    for outcome, n in zip(TREND, day.counts, strict=True):
-        if not n:
-            continue
-        h = plot_h * n / peak
-        y -= h
-        rect = format_html(
-            '<rect x="{}" y="{}" width="{}" height="{}" fill="{}"><title>{}: {} {}</title></rect>',
-            f"{x + step * 0.1:.2f}",
-            f"{y:.2f}",
-            f"{max(step * 0.8, 0.5):.2f}",
-            f"{h:.2f}",
-            outcome.colour,
-            day.day.isoformat(),
-            n,
-            outcome.name.lower(),
-        )
-        shapes.append(_linked(rect, runs_url(outcome.statuses, since=since, until=since + timedelta(days=1))))
-    return format_html_join("", "{}", ((shape,) for shape in shapes))
-
-
-def _bar_len(value: float, top: float, room: int) -> int:
-    return int(round(room * value / top)) if top > 0 else 0
-
-
-def percent(x: float) -> str:
-    return f"{100 * x:.0f}%"
-
-
-def charts(out: Outcomes) -> dict[str, SafeString]:
-    since, until = out.period.since, out.period.until
-    return {
-        Table.DAILY: trend_chart(out.daily, title=Table.DAILY.label),
-        Table.STOP_REASONS: bar_chart(
-            [
-                (stop_name(s), n, f"{n} ({percent(out.share(n))})", runs_url([s], since=since, until=until))
-                for s, n in out.by_stop_reason
-            ],
-            title=Table.STOP_REASONS.label,
-        ),
-        Table.RATES: bar_chart(
-            [
-                ("Completion rate", out.completion_rate, percent(out.completion_rate)),
-                ("Acceptance rate", out.acceptance_rate, percent(out.acceptance_rate)),
-            ],
-            title=Table.RATES.label,
-            max_value=1,
-        ),
-        Table.TOOL_RATES: bar_chart(
-            [
-                row
-                for t in out.tool_rates
-                for row in (
-                    (
-                        f"{t.tool} · {stop_name(Status.NO_PROGRESS)}",
-                        t.rate(t.no_progress),
-                        percent(t.rate(t.no_progress)),
-                    ),
-                    (
-                        f"{t.tool} · {stop_name(Status.INVALID_OR_FORBIDDEN)}",
-                        t.rate(t.invalid_or_forbidden),
-                        percent(t.rate(t.invalid_or_forbidden)),
-                    ),
-                )
-            ],
-            title=Table.TOOL_RATES.label,
-            max_value=1,
-        ),
+def runs_url(statuses, *, since: datetime, until: datetime) -> str:
+    """The Runs changelist filtered to `statuses` created in [since, until)."""
+    query = {
+        "status__in": ",".join(s.value if isinstance(s, Status) else s for s in statuses),
+        "created_at__gte": since.isoformat(),
+        "created_at__lt": until.isoformat(),
     }
+    return f"{reverse('admin:agentrun_run_changelist')}?{urlencode(query)}"
 
 
-def csv_rows(out: Outcomes, chart: str) -> list[tuple] | None:
-    """The rows behind one chart or table, header first; None for an unknown name."""
-    if chart == Table.DAILY:
-        return [
-            ("day", *(o.code for o in TREND), "runs"),
-            *((d.day.isoformat(), *d.counts, d.total) for d in out.daily),
-        ]
-    if chart == Table.STOP_REASONS:
-        return [("stop_reason", "runs", "share"), *((s, n, round(out.share(n), 4)) for s, n in out.by_stop_reason)]
-    if chart == Table.RATES:
-        return [
-            ("measure", "numerator", "denominator", "rate"),
-            ("completion", out.completed, out.ended, round(out.completion_rate, 4)),
-            ("acceptance", out.accepted, out.reviewed, round(out.acceptance_rate, 4)),
-        ]
-    if chart == Table.TOOL_RATES:
-        return [
-            (
-                "tool",
-                "runs_proposing",
-                "no_progress",
-                "no_progress_rate",
-                "invalid_or_forbidden",
-                "invalid_or_forbidden_rate",
-            ),
-            *(
-                (
-                    t.tool,
-                    t.runs_proposing,
-                    t.no_progress,
-                    round(t.rate(t.no_progress), 4),
-                    t.invalid_or_forbidden,
-                    round(t.rate(t.invalid_or_forbidden), 4),
-                )
-                for t in out.tool_rates
-            ),
-        ]
-    if chart == Table.MEDIANS:
-        cpa = out.cost_per_accepted_micros
-        return [
-            ("measure", "value"),
-            *out.medians.items(),
-            ("total_cost_micros", out.total_cost_micros),
-            ("cost_per_accepted_packet_micros", round(cpa, 1) if cpa is not None else ""),
-        ]
-    if chart == Table.REVIEW_TIMES:
-        return [
-            ("packets_reviewed", "median_seconds_to_first_review"),
-            (len(out.review_seconds), out.median_review_seconds if out.review_seconds else ""),
-        ]
-    if chart == Table.RUNS:
-        return [PER_RUN_COLUMNS, *((*row[:8], row[8].isoformat()) for row in out.per_run)]
-    return None
+NO_REASON_PARAMETER = "none"  # the packet list's `reason` for a rejection without one
+
+
+def rejected_packets_url(reason: str | None, *, period: Period) -> str:
+    """The packet list filtered to packets rejected for `reason` (None: for any) whose runs were created in
+    `period`: the packets a row of the breakdown counts."""
+    query = {"state": ReviewPacket.ReviewState.REJECTED.value}
+    if reason is not None:
+        query["reason"] = reason or NO_REASON_PARAMETER
+    query |= {"run__created_at__gte": period.since.isoformat(), "run__created_at__lt": period.until.isoformat()}
+    return f"{reverse('admin:agentrun_reviewpacket_changelist')}?{urlencode(query)}"
+
+
+def reason_label(reason: str) -> str:
+    return PacketReview.Reason(reason).label if reason in PacketReview.Reason.values else NO_REASON_LABEL
+
+
+def day_bounds(day: date, period: Period) -> tuple[datetime, datetime]:
+    """A day of `period`, from midnight to midnight in its zone."""
+    one = Period(day, day, period.zone)
+    return one.since, one.until

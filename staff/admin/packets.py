@@ -7,11 +7,12 @@ writes a packet or a review itself.
 from __future__ import annotations
 
 from django.contrib import admin, messages
-from django.db.models import Case, Exists, IntegerField, OuterRef, Value, When
+from django.db.models import Case, Exists, IntegerField, OuterRef, Subquery, Value, When
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.text import capfirst
 from django.utils.timesince import timesince
 
 from engine.models import EvidenceCheck, PacketReview, ReviewPacket, Run
@@ -19,6 +20,7 @@ from engine.packetview import packet_view
 from engine.statuses import TERMINAL, Status, stop_name
 from staff.access import Refused, access_packet, can, do_packet_recheck, do_review
 from staff.admin.base import ReadOnlyAdmin, object_pk, packet_url, post_only
+from staff.dashboard import NO_REASON_LABEL, NO_REASON_PARAMETER
 from staff.pages import staff_page
 from staff.queue import packet_next_pending, packet_previous_pending, packet_to_review_after, packets_search
 from staff.recheck import ItemCheck, document_links, evidence_changes, needing_acknowledgement
@@ -72,6 +74,32 @@ class StopReasonFilter(admin.SimpleListFilter):
         return queryset.filter(stop_reason=self.value()) if self.value() in TERMINAL else queryset
 
 
+class RejectionReasonFilter(admin.SimpleListFilter):
+    """Rejected packets by the reason of the rejection they stand on (the latest review by a person), as the
+    dashboard's breakdown counts them; "none" for a rejection recorded without one."""
+
+    title, parameter_name = "rejection reason", "reason"
+
+    def lookups(self, request, model_admin):
+        return [
+            (value, capfirst(label))
+            for value, label in (*PacketReview.Reason.choices, (NO_REASON_PARAMETER, NO_REASON_LABEL))
+        ]
+
+    def queryset(self, request, queryset):
+        if self.value() not in (*PacketReview.Reason.values, NO_REASON_PARAMETER):
+            return queryset
+        decision = PacketReview.objects.filter(packet=OuterRef("pk"), reviewer__isnull=False).order_by(
+            "-created_at", "-id"
+        )
+        reason = "" if self.value() == NO_REASON_PARAMETER else self.value()
+        return (
+            queryset.filter(review_state=ReviewPacket.ReviewState.REJECTED)
+            .annotate(rejected_for=Subquery(decision.values("reason")[:1]))
+            .filter(rejected_for=reason)
+        )
+
+
 @admin.register(ReviewPacket)
 class ReviewPacketAdmin(ReadOnlyAdmin):
     """The review queue: pending packets, oldest first, each under its ticket's reference."""
@@ -88,7 +116,8 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
         "wrote_again",
     )
     list_display_links = None
-    list_filter = (ReviewStateFilter, StopReasonFilter)
+    list_filter = (ReviewStateFilter, StopReasonFilter, RejectionReasonFilter)
+    linked_lookups = ("run__created_at__gte", "run__created_at__lt")  # the dashboard's period (rejected_packets_url)
     list_select_related = ("run__ticket__account", "run__ticket__session__user")
     # What the search box offers; staff.queue.packets_search looks there and in the sources each packet cites.
     search_fields = tuple(f"run__ticket__{field}" for field in TICKET_SEARCH_FIELDS)

@@ -9,8 +9,10 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from engine.models import ModelRequest
-from staff.dashboard import UNKNOWN_TOOL, Period, PeriodError, outcomes, period_parse
+from engine.models import ModelRequest, Run
+from staff.dashboard import UNKNOWN_TOOL, outcomes
+from staff.dashboard_csv import Table
+from staff.periods import Period, PeriodError, period_parse
 from staff.reviews import packet_review
 from tests.support.staff import make_runs
 from tickets.models import Ticket
@@ -96,21 +98,40 @@ def test_periods_at_the_edges_of_the_accepted_days():
     assert period_parse(first="9998-12-31", last="9998-12-31").until == datetime(9999, 1, 1, tzinfo=UTC)
 
 
-@pytest.mark.parametrize("query", ["first=9999-12-31&last=9999-12-31", "last=0001-01-01", "first=0001-01-01"])
-def test_out_of_range_days_are_a_form_error_on_the_page_and_a_400_for_csv(supervisor_client, five_runs, query):
+@pytest.mark.parametrize(
+    "query,problem",
+    [
+        ("first=9999-12-31&last=9999-12-31", "The first day, 9999-12-31, is outside 1970-01-01 to 9998-12-31."),
+        ("last=0001-01-01", "The last day, 0001-01-01, is outside 1970-01-01 to 9998-12-31."),
+        ("first=0001-01-01", "The first day, 0001-01-01, is outside 1970-01-01 to 9998-12-31."),
+        (
+            "first=2026-05-02&last=2026-05-01",
+            "The first day, 2026-05-02, is after the last day, 2026-05-01: swap them.",
+        ),
+        ("first=2026-99-99", "The first day, “2026-99-99”, is not a date: write it YYYY-MM-DD."),
+        ("first=yesterday", "The first day, “yesterday”, is not a date: write it YYYY-MM-DD."),
+        ("preset=fortnight", "Choose a period: today, this week, last 7 days, last 30 days, this quarter, or dates."),
+    ],
+)
+def test_a_bad_period_is_a_form_error_on_the_page_and_a_400_for_csv(supervisor_client, five_runs, query, problem):
+    """Not the default period shown instead: the error, beside the dates, and no figures until it is fixed."""
     page = supervisor_client.get(reverse("outcomes") + f"?{query}")
     assert page.status_code == 200
-    assert "Choose dates from 1970-01-01 to 9998-12-31. Showing the last 30 days instead." in page.content.decode()
-    assert 'id="total-runs">5<' in page.content.decode()
+    text = page.content.decode()
+    errors = text[text.index('id="period-errors"') :]
+    assert problem in errors[: errors.index("</div>")]
+    assert 'id="total-runs"' not in text and 'id="figures"' not in text and 'class="chart' not in text
     response = supervisor_client.get(reverse("outcomes-csv", args=["runs"]) + f"?{query}")
     assert (response.status_code, response["Content-Type"]) == (400, "text/plain")
-    assert response.content.decode() == "Choose dates from 1970-01-01 to 9998-12-31."
+    assert response.content.decode() == problem
 
 
-def test_dashboard_page_draws_inline_svg_charts_with_no_external_assets(supervisor_client, five_runs):
+def test_dashboard_page_draws_its_charts_on_the_server_with_no_external_assets(supervisor_client, five_runs):
     page = supervisor_client.get(reverse("outcomes")).content.decode()
-    assert page.count('class="chart"') == 4
+    assert page.count('class="chart ') == 5
     assert 'aria-label="Runs by stop reason"' in page and 'aria-label="Runs per day by outcome"' in page
+    assert 'aria-label="Rejected packets by reason"' in page
+    assert "<text" not in page  # every word of a chart is HTML, which keeps its size on a narrow screen
     assert 'id="completion-rate">20%' in page and 'id="acceptance-rate">50%' in page
     assert "read_job_status · Refused a proposal" in page and "Repeated the last lookup" in page
     words = re.sub(r'href="[^"]*"', "", page)  # the codes stay in the links' queries and the CSVs
@@ -121,13 +142,13 @@ def test_dashboard_page_draws_inline_svg_charts_with_no_external_assets(supervis
 
 def test_every_chart_has_a_csv_export(supervisor_client, five_runs):
     today = timezone.now().date().isoformat()
-    for name in ("daily", "stop-reasons", "rates", "tool-rates", "medians", "review-times", "runs"):
+    for name in Table.values:
         response = supervisor_client.get(reverse("outcomes-csv", args=[name]) + f"?first={today}&last={today}")
         assert response.status_code == 200 and response["Content-Type"] == "text/csv"
         rows = list(csv.reader(io.StringIO(response.content.decode())))
         assert len(rows) >= 2
     stop = supervisor_client.get(reverse("outcomes-csv", args=["stop-reasons"])).content.decode()
-    assert "COMPLETED,1,0.2" in stop
+    assert "COMPLETED,Completed,1,0.2000,0,\r\n" in stop  # none in the 7 days before
     runs = list(csv.reader(io.StringIO(supervisor_client.get(reverse("outcomes-csv", args=["runs"])).content.decode())))
     assert len(runs) == 6
 
@@ -135,11 +156,6 @@ def test_every_chart_has_a_csv_export(supervisor_client, five_runs):
 def test_unknown_chart_and_bad_period_in_csv_are_4xx(supervisor_client, five_runs):
     assert supervisor_client.get(reverse("outcomes-csv", args=["nope"])).status_code == 404
     assert supervisor_client.get(reverse("outcomes-csv", args=["runs"]) + "?first=nope").status_code == 400
-
-
-def test_bad_period_on_the_page_says_so_and_shows_the_default(supervisor_client, five_runs):
-    page = supervisor_client.get(reverse("outcomes") + "?first=2026-99-99").content.decode()
-    assert "Dates are written YYYY-MM-DD." in page and 'id="total-runs">5<' in page
 
 
 def test_support_staff_cannot_open_the_dashboard_or_its_exports(staff_client, five_runs):
@@ -189,8 +205,8 @@ def test_unknown_tool_names_reach_neither_the_page_nor_the_csv(supervisor_client
     assert "unknown tool · Repeated the last lookup" in page
     assert "1+1" not in page and "HYPERLINK" not in page and "SUM(A1)" not in page
     assert _csv(supervisor_client, "tool-rates")[1:] == [
-        ["read_job_status", "5", "0", "0.0", "0", "0.0"],
-        ["unknown tool", "2", "1", "0.5", "1", "0.5"],
+        ["read_job_status", "5", "0", "0.0000", "0", "0.0000"],
+        ["unknown tool", "2", "1", "0.5000", "1", "0.5000"],
     ]
 
 
@@ -198,7 +214,7 @@ def test_csv_cells_that_would_start_a_formula_are_quoted(supervisor_client, five
     Ticket.objects.filter(ref="T-1001").update(ref="=1+1")
     rows = _csv(supervisor_client, "runs")
     assert {row[1] for row in rows[1:]} == {"'=1+1"}
-    assert [row[4] for row in rows[1:]] == ["2"] * 5  # numbers stay numbers
+    assert [row[7] for row in rows[1:]] == ["2"] * 5  # numbers stay numbers
 
 
 def _day(offset: int) -> str:
@@ -252,7 +268,7 @@ def test_stop_reason_bars_and_rows_link_to_the_runs_of_the_period(supervisor_cli
     last_week = f"?first={_day(7)}&last={_day(7)}"
     page = supervisor_client.get(reverse("outcomes") + f"?first={_day(3)}&last={_day(0)}").content.decode()
     chart = page[page.index('aria-label="Runs by stop reason"') :]
-    links = re.findall(r'<a href="([^"]+)" class="bar-link">', chart[: chart.index("</svg>")])
+    links = re.findall(r'<a class="sa-hbar bar-link" href="([^"]+)">', chart[: chart.index('id="stop-rows"')])
     assert len(links) == 5
     completed = [link for link in links if "status__in=COMPLETED&" in link.replace("&amp;", "&")][0]
     assert completed.replace("&amp;", "&") in page[page.index('id="stop-rows"') :].replace("&amp;", "&")
@@ -261,10 +277,24 @@ def test_stop_reason_bars_and_rows_link_to_the_runs_of_the_period(supervisor_cli
     assert "bar-link" not in empty
 
 
-def test_money_on_the_dashboard_is_in_dollars_and_micro_dollars_only_in_the_csv(supervisor_client, five_runs):
+def test_money_on_the_dashboard_and_in_its_csvs_is_in_dollars(supervisor_client, five_runs):
+    """Totals to the cent, per-run figures to a hundredth of a cent, on the page and in the CSVs alike."""
+    for run, micros in zip(five_runs, [1_234_567, 12_345, 100, 20_000, 5], strict=True):
+        Run.objects.filter(pk=run.pk).update(cost_used_micros=micros)
     page = supervisor_client.get(reverse("outcomes")).content.decode()
-    per_run = page[page.index('id="per-run"') :]
-    assert "micro" not in per_run
-    assert "<th>Total cost</th><td>$0.0001</td>" in per_run  # 100 micro-dollars
-    assert "<th>Cost per accepted packet</th><td>$0.0001</td>" in per_run
-    assert ["total_cost_micros", "100"] in _csv(supervisor_client, "medians")
+    figures = page[page.index('id="figures"') :]
+    assert "micro" not in figures
+
+    def shown(code: str) -> str:
+        row = figures[figures.index(f'id="figure-{code}"') :]
+        return re.search(r'<td class="value">([^<]*)</td>', row[: row.index("</tr>")]).group(1)
+
+    assert shown("total_cost_usd") == "$1.27"  # 1,267,017 micro-dollars
+    assert shown("median_cost_usd") == "$0.0123"  # 12,345
+    assert shown("cost_per_accepted_packet_usd") == "$1.2670"  # one accepted packet
+    rows = {row[0]: row for row in _csv(supervisor_client, "figures")}
+    assert rows["total_cost_usd"][2:] == ["usd", "1.27", "0.00", "1.27"]
+    assert rows["median_cost_usd"][3:5] == ["0.0123", ""]  # no run the week before: no median
+    runs = _csv(supervisor_client, "runs")
+    assert runs[0][10] == "cost_usd"
+    assert sorted(row[10] for row in runs[1:]) == ["0.0000", "0.0001", "0.0123", "0.0200", "1.2346"]

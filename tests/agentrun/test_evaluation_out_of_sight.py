@@ -17,7 +17,8 @@ from engine.selectors import queue_figures
 from engine.services import approval_answer, run_start
 from engine.statuses import Status
 from evaluation.services import case_claim, evaluation_create, evaluation_run
-from staff.dashboard import Period, outcomes
+from staff.dashboard import outcomes
+from staff.periods import Period
 from staff.reviews import packet_review
 from tests.support.metrics import scrape, value
 from tests.support.staff import bearer, make_user

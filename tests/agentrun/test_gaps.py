@@ -235,7 +235,7 @@ def test_the_period_chooses_what_is_shown(supervisor_client, gaps):
     page = supervisor_client.get(reverse("knowledge-gaps") + f"?first={last_year}&last={last_year}").content.decode()
     assert 'id="no-gaps"' in page and 'id="gap-tickets">0<' in page
     page = supervisor_client.get(reverse("knowledge-gaps") + "?first=2026-99-01").content.decode()
-    assert "Dates are written YYYY-MM-DD." in page and 'id="gap-tickets">3<' in page
+    assert "The first day, “2026-99-01”, is not a date: write it YYYY-MM-DD." in page and 'id="gap-tickets">3<' in page
 
 
 def test_the_csv_has_a_row_per_ticket_under_its_topic(supervisor_client, gaps):

@@ -67,7 +67,7 @@ def test_supervisor_sees_the_outcomes_dashboard(page, live_server, login, shot, 
     page.click("text=Outcomes dashboard")
     expect(page.locator("#total-runs")).to_have_text("1")
     expect(page.locator("#completion-rate")).to_have_text("100%")
-    expect(page.locator("#chart-stop-reasons svg")).to_be_visible()
+    expect(page.locator("#chart-stop-reasons .chart")).to_be_visible()
     expect(page.locator("#chart-stop-reasons")).to_contain_text("Completed")
     shot("08-dashboard")
 

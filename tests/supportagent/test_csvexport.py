@@ -24,7 +24,11 @@ from kit.csvexport import csv_cell, csv_write
         ("", ""),
         (None, ""),
         (-3, -3),
-        (-0.25, -0.25),
+        (-0.25, "-0.25"),
+        (96.98396199999999, "96.983962"),  # a float without its binary noise
+        (0.1 + 0.2, "0.3"),
+        (1 / 3, "0.333333333333333"),
+        (2.0, "2"),
         (Decimal("-1.5"), Decimal("-1.5")),
         (0, 0),
         (True, "True"),
