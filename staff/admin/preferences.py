@@ -8,12 +8,15 @@ from django.contrib import admin, messages
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from engine.budgets import Budget, BudgetError, budget_limits
 from engine.checks import approval_time_check
 from engine.config import budget_defaults
 from engine.models import ApiToken, BudgetDefaults, StaffPreference, available_time_zones
 from kit.adminkit import StaffSiteAdmin
+from kit.timezones import COMMON_ZONES, zone_label, zones_offered
 from staff.auth import token_create
 from staff.middleware import SESSION_KEY as TIME_ZONE_SESSION_KEY
 from staff.pages import staff_page
@@ -143,12 +146,82 @@ class BudgetDefaultsAdmin(StaffSiteAdmin):
         super().save_model(request, obj, form, change)
 
 
+class ZoneSelect(forms.Select):
+    """The zone list with a search box above it: typing "new york", "kolkata" or "+05:30" keeps the zones that
+    match (a small script; without it the list still works as a plain one)."""
+
+    def render(self, name, value, attrs=None, renderer=None):
+        listing = super().render(name, value, {**(attrs or {}), "size": 12, "class": "sa-zones"}, renderer)
+        return format_html(
+            '<div class="sa-zone-picker"><input type="search" id="zone-search" autocomplete="off" '
+            'placeholder="Search: a city, a country\'s zone, UTC+05:30" aria-label="Search the time zones" '
+            'aria-controls="id_{}"><br>{}<p class="sa-note" id="zone-count" aria-live="polite"></p></div>{}',
+            name,
+            listing,
+            ZONE_SEARCH_SCRIPT,
+        )
+
+
+# Hides the options (and groups) that do not match every word typed; Enter picks the first one left.
+ZONE_SEARCH_SCRIPT = mark_safe("""<style>
+  .sa-zone-picker #zone-search { width:24em; max-width:100%; box-sizing:border-box; margin-bottom:4px }
+  .sa-zone-picker select.sa-zones { height:auto; width:24em; max-width:100%; box-sizing:border-box }
+</style>
+<script>
+(function () {
+  var search = document.getElementById("zone-search"), list = document.querySelector("select.sa-zones");
+  var count = document.getElementById("zone-count");
+  if (!search || !list) { return; }
+  function words(text) { return text.toLowerCase().replace(/[_/()]/g, " ").split(/\\s+/).filter(Boolean); }
+  function filter() {
+    var wanted = words(search.value), shown = 0, first = null;
+    Array.prototype.forEach.call(list.querySelectorAll("optgroup"), function (group) {
+      var any = false;
+      Array.prototype.forEach.call(group.children, function (option) {
+        var text = (option.value + " " + option.textContent).toLowerCase().replace(/[_/()]/g, " ");
+        var hit = wanted.every(function (w) { return text.indexOf(w) !== -1; });
+        option.hidden = !hit;
+        if (hit) { any = true; shown += 1; first = first || option; }
+      });
+      group.hidden = !any;
+    });
+    count.textContent = search.value ? shown + " zone" + (shown === 1 ? "" : "s") + " match" + (shown === 1 ? "es" : "") : "";
+    return first;
+  }
+  search.addEventListener("input", filter);
+  search.addEventListener("keydown", function (event) {
+    if (event.key !== "Enter") { return; }
+    event.preventDefault();  // Enter picks a zone; Save saves
+    var first = filter();
+    if (first) { list.value = first.value; list.focus(); }
+  });
+})();
+</script>""")
+
+
 class StaffPreferenceForm(forms.ModelForm):
-    time_zone = forms.ChoiceField(choices=[(z, z) for z in sorted(available_time_zones())])
+    """The zone picker: the common zones first, then every zone for a place (kit.timezones), each with its
+    offset now; the zone a person already has stays offered even when it is not one of those."""
+
+    time_zone = forms.ChoiceField(widget=ZoneSelect, label="Time zone")
 
     class Meta:
         model = StaffPreference
         fields = ["time_zone"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["time_zone"].choices = zone_choices(current=self.instance.time_zone if self.instance.pk else "")
+
+
+def zone_choices(*, current: str = "") -> list:
+    now = timezone.now()
+    offered = zones_offered()
+    kept = [current] if current and current not in offered and current in available_time_zones() else []
+    return [
+        ("Common zones", [(z, zone_label(z, now=now)) for z in (*kept, *COMMON_ZONES)]),
+        ("Every zone", [(z, zone_label(z, now=now)) for z in offered]),
+    ]
 
 
 @admin.register(StaffPreference)

@@ -22,6 +22,7 @@ from providers import BuiltInModel
 from staff.access import access_approval, access_run, can, do_answer_approval, do_cancel, may_cancel
 from staff.admin.base import ReadOnlyAdmin, object_pk, packet_url, post_only, run_explanation, run_url
 from staff.pages import staff_page
+from staff.templatetags.staff_format import call_html
 
 
 class PurposeFilter(admin.SimpleListFilter):
@@ -187,8 +188,7 @@ class ApprovalAdmin(ReadOnlyAdmin):
     list_display = (
         "id",
         "run_link",
-        "tool",
-        "args",
+        "call",
         "shown_state",
         "time_left",
         "reason",
@@ -207,6 +207,10 @@ class ApprovalAdmin(ReadOnlyAdmin):
         return format_html(
             '<a href="{}">run {} on {}</a>', run_url(approval.run_id), approval.run_id, approval.run.ticket.ref
         )
+
+    @admin.display(description="call", ordering="tool")
+    def call(self, approval):
+        return call_html(approval.tool, approval.args)
 
     @admin.display(description="state", ordering="state")
     def shown_state(self, approval):
