@@ -109,7 +109,7 @@ def test_the_week_at_a_glance(page, live_server, login, shot, fortnight, size):
     expect(page.locator("#figure-reply_edit_distance .previous")).to_have_text("0%")
     expect(page.locator("#reason-rows")).to_contain_text("Wrong conclusion")
     expect(page.locator("#reason-rows")).to_contain_text("No article answers it")
-    shot(f"60-dashboard-last-7-days-{size}")
+    shot(f"80-dashboard-last-7-days-{size}")
     _fits(page, width)
     sizes = page.evaluate(CHART_TEXT_SIZES)
     assert len(sizes) > 10 and min(s for s, *_ in sizes) >= SMALLEST_LABEL_PX, sorted(sizes)[:3]
@@ -121,14 +121,14 @@ def test_the_week_at_a_glance(page, live_server, login, shot, fortnight, size):
     page.locator("#presets a", has_text="Today").click()
     expect(page.locator("#figure-runs .value")).to_have_text("4")
     expect(page.locator("#previous-period")).to_have_text(re.compile(r"^(\d{4}-\d\d-\d\d) to \1$"))  # yesterday
-    shot(f"61-dashboard-today-{size}")
+    shot(f"81-dashboard-today-{size}")
 
     page.locator("#reason-rows a", has_text="Wrong conclusion").click()
     expect(page).to_have_url(re.compile(r"/admin/agentrun/reviewpacket/\?.*reason=wrong_conclusion"))
     rows = page.locator("#result_list tbody tr")
     expect(rows).to_have_count(1)  # this period's, not the one of eight days ago
     expect(rows.first).to_contain_text(f"Review {fortnight['b'].pk}")
-    shot(f"62-rejected-for-a-wrong-conclusion-{size}")
+    shot(f"82-rejected-for-a-wrong-conclusion-{size}")
     _fits(page, width)
 
 
@@ -145,7 +145,7 @@ def test_a_reversed_or_garbled_period_is_a_form_error(page, live_server, login, 
     )
     expect(page.locator("#figures")).to_have_count(0)
     expect(page.locator("#total-runs")).to_have_count(0)
-    shot(f"63-dashboard-reversed-period-{size}")
+    shot(f"83-dashboard-reversed-period-{size}")
     page.goto(f"{live_server.url}/admin/outcomes/?first=next+tuesday&last=2026-05-01")
     expect(page.locator("#period-errors")).to_contain_text("“next tuesday”, is not a date: write it YYYY-MM-DD")
     expect(page.locator("#figures")).to_have_count(0)
@@ -172,7 +172,7 @@ def test_one_time_zone_on_every_page_summaries_and_evidence_included(
     page.fill("#zone-search", "kolkata")
     page.press("#zone-search", "Enter")
     expect(page.locator("select.sa-zones")).to_have_value("Asia/Kolkata")
-    shot(f"64-zone-picker-searched-{size}")
+    shot(f"84-zone-picker-searched-{size}")
     page.locator("input[name=_save]").click()
     expect(page.locator(".messagelist")).to_contain_text("Times are now shown in Asia/Kolkata.")
 
@@ -187,7 +187,7 @@ def test_one_time_zone_on_every_page_summaries_and_evidence_included(
     expect(page.locator("#summary time").first).to_have_attribute("title", "stored as 2026-09-14T10:02:00Z")
     expect(page.locator("#packet")).to_contain_text(" IST · review state")  # the packet's own time, the same zone
     assert " UTC" not in page.locator("#packet").inner_text()
-    shot(f"65-packet-in-one-zone-{size}")
+    shot(f"85-packet-in-one-zone-{size}")
     _fits(page, WIDTHS[size])
     packet = ReviewPacket.objects.get()
     assert "2026-09-14T10:02:00Z" in packet.summary  # stored as it was written
@@ -228,7 +228,7 @@ def test_tables_keep_their_status_in_view_and_calls_break_between_words(page, li
     calls = 0
     for name, url in busy_day.items():
         page.goto(live_server.url + url)
-        shot(f"66-{name}-{size}")
+        shot(f"86-{name}-{size}")
         _fits(page, width)
         if name in STATUS_CELLS:
             cells = page.locator(STATUS_CELLS[name])
