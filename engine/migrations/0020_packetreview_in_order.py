@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agentrun', '0018_webhook_delivery_target'),
+        ('agentrun', '0019_evaluation_case_original_reason'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
