@@ -24,6 +24,7 @@ from staff.dashboard import NO_REASON_LABEL, NO_REASON_PARAMETER
 from staff.pages import staff_page
 from staff.queue import packet_next_pending, packet_previous_pending, packet_to_review_after, packets_search
 from staff.recheck import ItemCheck, document_links, evidence_changes, needing_acknowledgement
+from staff.templatetags.staff_format import local_times_text
 from tickets.models import TicketMessage
 from tickets.selectors import TICKET_SEARCH_FIELDS
 from tools.compare import Outcome
@@ -166,10 +167,11 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
 
     @admin.display(description="summary")
     def summary_line(self, packet):
-        """The summary's first line, cut at a word; what a packet without a summary is instead."""
+        """The summary's first line, its times in the viewer's zone, cut at a word; what a packet without a summary
+        is instead."""
         handoff = packet.stop_reason == Status.NEEDS_HELP
         text = packet.summary or ("(no summary: handed to a person)" if handoff else "(no summary: stopped early)")
-        return shortened(text.strip().split("\n", 1)[0], SUMMARY_SHOWN)
+        return shortened(local_times_text(text.strip().split("\n", 1)[0]), SUMMARY_SHOWN)
 
     @admin.display(description="subject")
     def subject(self, packet):
@@ -323,4 +325,4 @@ class EvidenceCheckAdmin(ReadOnlyAdmin):
 
     @admin.display(description="difference or reason")
     def what_changed(self, check):
-        return "; ".join(d.get("text", "") for d in check.differences) or check.reason
+        return local_times_text("; ".join(d.get("text", "") for d in check.differences) or check.reason)

@@ -90,15 +90,26 @@ _ISO_MOMENT = re.compile(
 )
 
 
-def _local_time(match: re.Match) -> str:
-    stored = match.group(0)
+def _moment(match: re.Match) -> datetime | None:
     offset = match.group(2)
     offset = "+00:00" if offset == "Z" else (offset if ":" in offset else f"{offset[:3]}:{offset[3:]}")
     try:
-        moment = datetime.fromisoformat(match.group(1).replace(" ", "T") + offset)
+        return datetime.fromisoformat(match.group(1).replace(" ", "T") + offset)
     except ValueError:  # "2026-13-45T99:00Z": not a time, whatever its shape
+        return None
+
+
+def _local_time(match: re.Match) -> str:
+    stored, moment = match.group(0), _moment(match)
+    if moment is None:
         return stored
     return f'<time datetime="{moment.isoformat()}" title="stored as {stored}">{when(moment)}</time>'
+
+
+def local_times_text(text: str) -> str:
+    """Plain `text` with each ISO moment in it written as `when` writes times, for a place that shows text only
+    (an admin list's cell, before it is cut to length)."""
+    return _ISO_MOMENT.sub(lambda m: when(moment) if (moment := _moment(m)) else m.group(0), text)
 
 
 def _local_times(escaped: str) -> str:

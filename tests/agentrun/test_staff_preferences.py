@@ -242,3 +242,15 @@ def test_calls_and_codes_may_break_only_after_separators():
         '<code class="sa-call">read_<wbr>job_<wbr>status {&quot;job_<wbr>id&quot;: '
         '<span class="sa-nobr">&quot;J-42&quot;}</span></code>'
     )
+
+
+def test_the_queue_shows_a_summarys_time_in_the_readers_zone(supervisor_user, demo):
+    from engine.models import ReviewPacket
+
+    packet = make_runs(1)[0].packet
+    ReviewPacket.objects.filter(pk=packet.pk).update(summary="Job J-42 failed at 2026-09-14T10:02:00Z [E1].")
+    StaffPreference.objects.create(user=supervisor_user, time_zone="Europe/Berlin")
+    page = client_for(supervisor_user).get(reverse("admin:agentrun_reviewpacket_changelist")).content.decode()
+    cell = page[page.index('class="field-summary_line"') :]
+    assert cell[: cell.index("</td>")].endswith(">Job J-42 failed at 2026-09-14 12:02:00 CEST [E1].")
+    assert "10:02:00Z" not in page
