@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import TypeVar
@@ -40,8 +42,13 @@ from tools.registry import catalogs_read
 log = logging.getLogger("agentrun")
 T = TypeVar("T")
 # A step (or a read) whose database connection was lost (a restart, a failover, a dropped
-# session) is tried again on a fresh connection, at most this many times in all.
+# session) is tried again on a fresh connection, at most this many times in all. Each try waits
+# for a connection as long as the pool's timeout (DATABASE_POOL_TIMEOUT), so a server that is
+# down for less than twice that long costs a step some waiting, never the run.
 CONNECTION_TRIES = 3
+# Before a try again, a short pause drawn in this range (seconds): the workers whose connections a
+# restart cut do not all knock at the same instant.
+RETRY_PAUSE = (0.05, 0.25)
 
 
 def release_connection() -> None:
@@ -139,7 +146,21 @@ def on_fresh_connection(call: Callable[[bool], T]) -> T:
                 raise
             log.warning("the database connection was lost; the step or read is tried again on a new one")
             connection.close()
+            connections_discard_broken()
+            time.sleep(random.uniform(*RETRY_PAUSE))
     raise AssertionError("unreachable")
+
+
+def connections_discard_broken() -> None:
+    """Have the pool test its idle connections and replace those the server closed.
+
+    A restart closes every connection at once, and the pool hands out idle ones
+    without testing them: without this, the next tries would draw dead ones too.
+    Costs one round trip per idle connection, only after a connection was lost.
+    """
+    pool = getattr(connection, "pool", None)  # PostgreSQL with a pool; None on SQLite
+    if pool is not None:
+        pool.check()
 
 
 def _connection_lost(error: BaseException) -> bool:

@@ -32,9 +32,11 @@ def advance_run(run_id: int) -> None:
 
 
 @shared_task(name="agentrun.watchdog", ignore_result=True)
-def watchdog() -> WatchdogPass:
-    """One watchdog pass; the runs it hands back are enqueued here. Returns the pass (for callers in-process)."""
-    done = watchdog_pass()
+def watchdog(messages_lost: bool = False) -> WatchdogPass:
+    """One watchdog pass; the runs it hands back are enqueued here. Returns the pass (for callers in-process).
+
+    `messages_lost`: the broker was away or restarted, so queued runs are sent again now (watchdog_pass)."""
+    done = watchdog_pass(messages_lost=messages_lost)
     for run_id in done.requeued:
         enqueue_advance(run_id)
     return done
@@ -49,8 +51,8 @@ def enqueue_advance(run_id: int) -> None:
 
     When the broker cannot be reached the run stays as committed (queued, or
     granted and waiting) and the error is logged: the caller is not failed for
-    a run that exists, and the watchdog enqueues it again once the broker
-    answers (after AGENT_QUEUED_GRACE_SECONDS).
+    a run that exists, and the watchdog enqueues it again as soon as the
+    broker answers (engine.watchdog_thread), or after AGENT_QUEUED_GRACE_SECONDS.
     """
 
     def send() -> None:

@@ -4,9 +4,10 @@ One pass (a) ends every active run past its deadline with DEADLINE, whatever
 its worker is doing, and (b) hands runs whose lease expired (their worker
 died), and runs that no worker took up (their task was lost, or never sent
 because the broker was down when they were queued or granted), back to the
-queue. Celery beat runs a pass every AGENT_WATCHDOG_INTERVAL seconds;
-`manage.py watchdog --once` runs one; without a broker the web process runs
-them itself (engine.watchdog_thread). Staff surfaces also end the overdue
+queue. Every worker runs passes in a thread of its own, one pass per
+AGENT_WATCHDOG_INTERVAL for the whole fleet, and without a broker the web
+process does (engine.watchdog_thread); Celery beat may send passes too;
+`manage.py watchdog --once` runs one. Staff surfaces also end the overdue
 runs they read or act on (`runs_expire_overdue`, `run_expire`) before
 showing them, so a run past its deadline never looks alive.
 
@@ -39,11 +40,19 @@ class WatchdogPass:
     requeued: list[int]  # requeued in the database; for the caller to enqueue
 
 
-def watchdog_pass() -> WatchdogPass:
+def watchdog_pass(*, messages_lost: bool = False) -> WatchdogPass:
+    """End the overdue runs; hand back the orphaned ones. `messages_lost`: the broker was away or restarted,
+    so a queued run's message may be gone however young the run is: it is handed back now, not after
+    AGENT_QUEUED_GRACE_SECONDS (a run whose message did survive is delivered twice; the second delivery finds
+    it held or done and leaves)."""
     expired = runs_expire_overdue()
     now = timezone.now()
-    stale = now - timedelta(seconds=settings.AGENT_QUEUED_GRACE_SECONDS)
+    stale = now if messages_lost else now - timedelta(seconds=settings.AGENT_QUEUED_GRACE_SECONDS)
+    # Not held by a worker, nor handed back within the grace (a hand-back leaves the lease's time, no owner);
+    # when messages were lost, a hand-back's may have been too.
     unclaimed = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
+    if messages_lost:
+        unclaimed |= Q(lease_owner="")
     granted_untaken = Approval.objects.filter(run=OuterRef("pk"), state=Approval.State.GRANTED, decided_at__lt=stale)
     orphaned = Run.objects.filter(
         Q(status=Status.RUNNING, lease_expires_at__lt=now)
@@ -54,7 +63,7 @@ def watchdog_pass() -> WatchdogPass:
     ).values_list("pk", flat=True)
     requeued = []
     for run_id in orphaned:
-        if run_requeue(run_id=run_id, grace_seconds=settings.AGENT_QUEUED_GRACE_SECONDS):
+        if run_requeue(run_id=run_id, grace_seconds=settings.AGENT_QUEUED_GRACE_SECONDS, messages_lost=messages_lost):
             requeued.append(run_id)
     metrics.watchdog_acted(metrics.WatchdogAction.REQUEUE, len(requeued))
     return WatchdogPass(expired, requeued)
@@ -96,11 +105,12 @@ def run_expire(*, run_id: int) -> bool:
         return True
 
 
-def run_requeue(*, run_id: int, grace_seconds: float) -> bool:
+def run_requeue(*, run_id: int, grace_seconds: float, messages_lost: bool = False) -> bool:
     """Release the lease of a run whose worker stopped renewing it, or that no worker took up
     (queued, or granted and still waiting). True if it should be enqueued again.
 
-    The run stays claimable by anyone; it is not requeued again for `grace_seconds`.
+    The run stays claimable by anyone; it is not requeued again for `grace_seconds`, unless the
+    broker lost messages meanwhile (`messages_lost`: one handed back, not yet taken up, goes again).
     """
     with transaction.atomic():
         run = Run.objects.select_for_update(skip_locked=True).filter(pk=run_id).first()
@@ -109,7 +119,8 @@ def run_requeue(*, run_id: int, grace_seconds: float) -> bool:
             return False
         if run.status == Status.WAITING_APPROVAL and not run.approvals.filter(state=Approval.State.GRANTED).exists():
             return False  # still waiting for its answer: nothing for a worker to do
-        if run.lease_expires_at and run.lease_expires_at > now:
+        handed_back = messages_lost and not run.lease_owner
+        if run.lease_expires_at and run.lease_expires_at > now and not handed_back:
             return False
         run.lease_owner, run.lease_expires_at = "", now + timedelta(seconds=grace_seconds)
         run.version += 1

@@ -38,6 +38,17 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be a boolean (true/false), got {raw!r}")
 
 
+def env_float(name: str, default: float) -> float:
+    raw = env_str(name)
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number of seconds, got {raw!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ImproperlyConfigured(f"{name} must be a finite number of seconds more than 0, got {raw!r}")
+    return value
+
+
 def env_int(
     name: str, default: int, *, minimum: int = 1, maximum: int | None = None, what: str = "a whole number"
 ) -> int:
@@ -192,11 +203,14 @@ def _database() -> dict:
         if config["ENGINE"] != "django.db.backends.postgresql":
             raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL (postgres://...)")
         # A process shares a small pool; a run holds a connection only inside a step's
-        # transaction, never while it waits for a model or a tool.
+        # transaction, never while it waits for a model or a tool. `timeout`: how long a step
+        # waits for a connection, the server restarting or down included (engine.loop tries a
+        # step whose connection was lost again, CONNECTION_TRIES times in all); a lookup waits
+        # less, within its own time (tools.dispatch).
         config.setdefault("OPTIONS", {})["pool"] = {
             "min_size": 1,
             "max_size": env_int("DATABASE_POOL_MAX", 16),
-            "timeout": 20,
+            "timeout": env_float("DATABASE_POOL_TIMEOUT", 20.0),
         }
         # A worker repeats the same few statements: bound on the server and prepared
         # after 5 uses on a connection, PostgreSQL stops planning them every time.
@@ -277,19 +291,23 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_DEFAULT_QUEUE = env_str("AGENT_QUEUE", "supportagent")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker that lost the broker tries again every AGENT_BROKER_RETRY_SECONDS, for ever (supportagent.broker):
+# Celery's own delays grow by 2 s a try, which kept workers away for up to 10 s after the broker was back.
+CELERY_WORKER_CONSUMER = "supportagent.broker:Consumer"
+if CELERY_BROKER_URL.startswith("redis://"):  # kombu's Redis transport, surviving a lost connection (there)
+    CELERY_BROKER_TRANSPORT = "supportagent.broker:RedisTransport"
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+AGENT_BROKER_RETRY_SECONDS = env_float("AGENT_BROKER_RETRY_SECONDS", 1.0)
+AGENT_BROKER_PROBE_SECONDS = 0.5  # a worker's watchdog asking the broker whether it is back (supportagent.broker)
+# Sending a task gives up within about a second when the broker does not answer: the run is saved and the
+# watchdog sends it once the broker is back (engine.tasks.enqueue_advance), so a web request never waits on it.
+CELERY_BROKER_CONNECTION_TIMEOUT = 0.5
+# A run whose worker lost the broker keeps going: it needs only the database, and its lease says who drives it.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 0.5}
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_IMPORTS = ["evaluation.tasks"]  # tasks outside the apps' tasks modules
-
-
-def env_float(name: str, default: float) -> float:
-    raw = env_str(name)
-    try:
-        value = float(raw) if raw else default
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be a number of seconds, got {raw!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise ImproperlyConfigured(f"{name} must be a finite number of seconds more than 0, got {raw!r}")
-    return value
 
 
 # The watchdog ends overdue runs and requeues orphaned ones; it must run often
