@@ -20,14 +20,38 @@ from django.utils import timezone
 
 from engine.approvals import Waiting, approval_shown
 from engine.headlines import Headline, run_headline
-from engine.models import PacketReview, ReviewPacket, Run
+from engine.models import PacketReview, ReviewPacket, Run, ToolAttempt
 from engine.statuses import Status, stop_name
 from engine.timeline import EvidenceView, evidence_for, investigator, spent_rows, stop_explanation, stop_label
 from tickets.models import TicketMessage
 from tickets.selectors import ticket_customer_wrote_after, ticket_messages
+from tools.base import canonical_json
 
 ReviewState = ReviewPacket.ReviewState
 DECIDED = (ReviewState.ACCEPTED, ReviewState.REJECTED)
+# A lookup whose every attempt ended so never got an answer: the packet is incomplete without it.
+UNANSWERED = {
+    ToolAttempt.Outcome.TRANSIENT_ERROR: "its service could not be reached",
+    ToolAttempt.Outcome.TIMEOUT: "it did not answer in time",
+    ToolAttempt.Outcome.INTERRUPTED: "a worker restart cut it off",
+}
+
+
+@dataclass(frozen=True)
+class LostLookup:
+    """A lookup the run made that never got an answer: its tool, arguments, and why (its last attempt's outcome)."""
+
+    tool: str
+    args: dict[str, Any]
+    outcome: str
+
+    @property
+    def why(self) -> str:
+        return UNANSWERED[self.outcome]
+
+    @property
+    def call(self) -> str:
+        return f"{self.tool} {canonical_json(self.args)}"
 
 
 @dataclass(frozen=True)
@@ -117,6 +141,24 @@ class PacketView:
     @property
     def open_questions(self) -> list[str]:
         return self.packet.open_questions
+
+    @cached_property
+    def lost_lookups(self) -> list[LostLookup]:
+        """The lookups that never got an answer (every attempt of the call unanswered), each once, in the order
+        first made: what the packet's findings lack (a worker restart, a service down). From the packet's attempts."""
+        outcomes: dict[str, list[dict[str, Any]]] = {}
+        for attempt in self.packet.attempts:
+            outcomes.setdefault(canonical_json([attempt["tool"], attempt["args"]]), []).append(attempt)
+        return [
+            LostLookup(tries[-1]["tool"], tries[-1]["args"], tries[-1]["outcome"])
+            for tries in outcomes.values()
+            if all(t["outcome"] in UNANSWERED for t in tries)
+        ]
+
+    @property
+    def incomplete(self) -> bool:
+        """A lookup of the run never got an answer: the packet says what it found without it."""
+        return bool(self.lost_lookups)
 
     @property
     def stop_reason(self) -> str:

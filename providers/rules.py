@@ -17,6 +17,14 @@ evidence it is shown, one decision a turn:
    to the customer written from the same findings (providers.replies: the job's outcome, the article and the
    passage that answers, a service's trouble, each article's public link); with nothing to cite, hand off, saying what it looked up and found, and why that is not enough.
 It reports no token usage: it spends none.
+
+A lookup that got no answer (its service could not be reached, it did not answer in time, or a worker restart
+cut it off: LOST) is never passed over in silence. The rules make it once more, later: not as their very next
+call, since repeating the call just made ends a run as NO_PROGRESS, but after another lookup, while one
+is left to make (a lookup tried twice without an answer is not tried again). Still unanswered when the draft is
+written, it is named in the open questions with its reason, the summary begins "Incomplete:", and no suggested
+reply is written: what the lost answer would have said may change every conclusion, so none is drawn for
+the customer.
 """
 
 from __future__ import annotations
@@ -70,7 +78,15 @@ _SIGN_OFF = re.compile(
 _GREETING_LEAD = re.compile(r"^(hi|hello|hey)( there| team| all)?[,!.]\s+", re.IGNORECASE)  # "Hello, I lost …"
 _QUOTE_HEADER = re.compile(r"^on .{3,200} wrote:$", re.IGNORECASE)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-UNANSWERED = frozenset({"transient_error", "timeout"})  # a lookup whose service could not be reached in time
+# A lookup that got no answer: its service could not be reached, did not answer in time, or a worker restart cut
+# the lookup off. Each with the reason the packet gives.
+LOST = {
+    "transient_error": "{reads} could not be reached",
+    "timeout": "{reads} did not answer in time",
+    "interrupted": "the lookup was interrupted by a worker restart",
+}
+UNANSWERED = frozenset(LOST)
+LOST_TRIES = 2  # a lookup is made at most this often without an answer (the loop's own retry counts too)
 # How the rules say that no article answers a problem the ticket states: a draft asks it in an open question that
 # begins with GAP_QUESTION; a handoff with nothing to cite says, in its reason, that a search GAP_HANDOFF. The
 # knowledge gaps list (staff.gaps) finds the packets by these words, so they are written here once.
@@ -100,7 +116,11 @@ class Investigation:
         self.ctx = ctx
         self.text = ctx.customer_text  # the subject, description and the customer's follow-ups (a staff reply's
         # example job id is not the customer's)
-        self.tried = {self._key(a.tool, a.args) for a in ctx.attempts}
+        self.outcomes: dict[tuple[str, str], list[str]] = {}
+        for a in ctx.attempts:
+            self.outcomes.setdefault(self._key(a.tool, a.args), []).append(a.outcome)
+        self.tried = set(self.outcomes)
+        self.last_call = self._key(ctx.attempts[-1].tool, ctx.attempts[-1].args) if ctx.attempts else None
         self.by_tool: dict[str, list[EvidenceItem]] = {}
         for item in ctx.evidence:
             self.by_tool.setdefault(item.tool, []).append(item)
@@ -113,6 +133,26 @@ class Investigation:
 
     def _untried(self, tool: str, args: dict[str, Any]) -> bool:
         return self._key(tool, args) not in self.tried
+
+    def _lost(self, key: tuple[str, str]) -> bool:
+        outcomes = self.outcomes.get(key, [])
+        return bool(outcomes) and all(outcome in UNANSWERED for outcome in outcomes)
+
+    def _may_try(self, tool: str, args: dict[str, Any]) -> bool:
+        """Not made yet; or made without an answer, fewer than LOST_TRIES times, and not the call just made."""
+        key = self._key(tool, args)
+        if key not in self.tried:
+            return True
+        return self._lost(key) and len(self.outcomes[key]) < LOST_TRIES and key != self.last_call
+
+    def lost_lookups(self) -> list[tuple[str, dict[str, Any], str]]:
+        """The lookups that never got an answer, in the order first made: (tool, arguments, the last outcome)."""
+        lost = []
+        for a in self.ctx.attempts:
+            key = self._key(a.tool, a.args)
+            if self._lost(key) and all(key != self._key(t, g) for t, g, _ in lost):
+                lost.append((a.tool, a.args, self.outcomes[key][-1]))
+        return lost
 
     def jobs(self) -> list[dict[str, Any]]:
         return self._jobs
@@ -173,6 +213,7 @@ class Investigation:
             args = {"query": problem, "max_results": 3}
             searched = not self._untried(DOCS, args)
             found.append((problem, by_query.get(ARGS[DOCS].normalize(args)["query"]) if searched else None))
+        # (a search that got no answer has no item either: it is not a search that found nothing, see lost_lookups)
         return found
 
     @staticmethod
@@ -189,17 +230,17 @@ class Investigation:
     def next_decision(self) -> dict[str, Any]:
         # Job lookups need a verified session; without one they are left as open questions.
         for job_id in self.job_ids() if self.ctx.session_verified else []:
-            if self._untried(JOBS, {"job_id": job_id}):
+            if self._may_try(JOBS, {"job_id": job_id}):
                 return {"call": {"tool": JOBS, "args": {"job_id": job_id}}}
         for code in self.error_codes():
             args = {"query": code.casefold(), "max_results": 3}
-            if self._untried(DOCS, args):
+            if self._may_try(DOCS, args):
                 return {"call": {"tool": DOCS, "args": args}}
         if not self.explained_failures():
             answered = False
             for problem, item in self.problem_searches():
                 args = {"query": problem, "max_results": 3}
-                if self._untried(DOCS, args):  # each run searches for itself, as it looks up each job
+                if self._may_try(DOCS, args):  # each run searches for itself, as it looks up each job
                     if not self._room_for_a_search():
                         break
                     return {"call": {"tool": DOCS, "args": args}}
@@ -209,7 +250,7 @@ class Investigation:
             # An article that answers the problem is the answer; a service named in passing ("we also use
             # the API") is not checked then, so its status is never cited for a problem it has no part in.
             for service in self.services() if not answered else []:
-                if self._untried(SERVICES, {"service": service}):
+                if self._may_try(SERVICES, {"service": service}):
                     return {"call": {"tool": SERVICES, "args": {"service": service}}}
         return self.draft()
 
@@ -269,11 +310,8 @@ class Investigation:
             cited.append(item.ref)
         if not cited:
             return {"handoff": self.handoff_reason()}
-        questions += [
-            f"{job_id} could not be looked up: the job status service could not be reached."
-            " What does the job record say?"
-            for job_id in self.unreached_jobs()
-        ]
+        lost = self.lost_lookups()
+        questions += [self._lost_question(tool, args, outcome) for tool, args, outcome in lost]
         if not self.ctx.session_verified and self.job_ids():
             questions.append(
                 f"The customer's session is not verified, so {', '.join(self.job_ids())} could not be looked up:"
@@ -281,30 +319,48 @@ class Investigation:
             )
         if "renam" in self.text.casefold():
             questions.append("Is the failure related to the workspace rename, or only coincident with it?")
+        if lost:
+            named = "; ".join(
+                f"{_lost_subject(tool, args)} ({_lost_reason(tool, outcome)})" for tool, args, outcome in lost
+            )
+            sentences.insert(
+                0,
+                f"Incomplete: {named}; what it would have said could change the findings below, so no conclusion is drawn.",
+            )
         sentences.append(RULES_NOTE)
         draft = {
             "summary": " ".join(sentences)[:2000],
             "evidence": list(dict.fromkeys(cited)),
             "open_questions": list(dict.fromkeys(questions)),
         }
-        return {"draft": draft | ({"reply": reply.text()} if reply.text() else {})}
+        written = reply.text() if not lost else ""  # a reply is a conclusion: none without the lost answer
+        return {"draft": draft | ({"reply": written} if written else {})}
 
-    def unreached_jobs(self) -> list[str]:
-        """The jobs whose every lookup failed because the job status service did not answer."""
-        outcomes: dict[str, set[str]] = {}
-        for a in self.ctx.attempts:
-            if a.tool == JOBS:
-                outcomes.setdefault(str(a.args.get("job_id")), set()).add(a.outcome)
-        return [job for job, seen in outcomes.items() if seen and seen <= UNANSWERED]
+    @staticmethod
+    def _lost_question(tool: str, args: dict[str, Any], outcome: str) -> str:
+        ask = {
+            JOBS: "What does the job record say?",
+            DOCS: "Which article answers it?",
+            SERVICES: "What is the service's status?",
+        }.get(tool, "What would it have said?")
+        return f"{_lost_subject(tool, args)}: {_lost_reason(tool, outcome)}. {ask}"
 
     def handoff_reason(self) -> str:
         """Why the rules hand off with nothing to cite: what they looked up, what came back, why it is not enough."""
         said = []
-        unreached = self.unreached_jobs()
+        lost = self.lost_lookups()
+        unreached = [
+            str(args.get("job_id")) for tool, args, outcome in lost if tool == JOBS and outcome != "interrupted"
+        ]
         if unreached:
             said.append(
                 f"The job status service could not be reached, so {', '.join(unreached)} could not be looked up."
             )
+        said += [
+            f"{_lost_subject(tool, args)}: {_lost_reason(tool, outcome)}."
+            for tool, args, outcome in lost
+            if tool != JOBS or outcome == "interrupted"
+        ]
         problems = {ARGS[DOCS].normalize({"query": p})["query"] for p in self.problems()}
         for item in self.by_tool.get(DOCS, []):
             query = str(_content(item).get("query", ""))
@@ -371,6 +427,22 @@ class Investigation:
             f"What was {job.get('requested_by') or 'the requester'}'s role when {job.get('job_id')} ran"
             f" ({when})? The job record shows only the current role."
         ]
+
+
+def _lost_subject(tool: str, args: dict[str, Any]) -> str:
+    """What a lost lookup was to read, as the open question names it."""
+    if tool == JOBS:
+        return f"{args.get('job_id')} could not be looked up"
+    if tool == DOCS:
+        return f"The documentation search for “{args.get('query')}” could not be made"
+    if tool == SERVICES:
+        return f"The status of {args.get('service')} could not be read"
+    return f"{tool} could not be read"
+
+
+def _lost_reason(tool: str, outcome: str) -> str:
+    reads = {JOBS: "the job status service", DOCS: "the knowledge base", SERVICES: "the service status page"}
+    return LOST[outcome].format(reads=reads.get(tool, "its service"))
 
 
 def own_words(text: str) -> str:

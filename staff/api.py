@@ -160,6 +160,13 @@ class EvidenceCheckOut(Schema):
     reused: bool
 
 
+class LostLookupOut(Schema):
+    tool: str
+    args: dict[str, Any]
+    outcome: str = Field(description="The last attempt's outcome: transient_error, timeout or interrupted.")
+    why: str
+
+
 class PacketOut(Schema):
     id: int
     run_id: int
@@ -172,6 +179,11 @@ class PacketOut(Schema):
     )
     summary: str | None
     reply: str = Field(description='The suggested reply to the customer, for staff to edit and send ("": none).')
+    incomplete: bool = Field(
+        description="A lookup of the run never got an answer (its service was down, or a worker restart cut it"
+        " off): the findings lack it. `lost_lookups` names each."
+    )
+    lost_lookups: list[LostLookupOut]
     evidence: list[EvidenceView]
     attempts: list[dict[str, Any]]
     open_questions: list[str]
@@ -332,6 +344,11 @@ def packet_out(view: PacketView) -> dict[str, Any]:
         "customer_wrote_again": view.customer_wrote_again,
         "summary": view.summary,
         "reply": view.reply,
+        "incomplete": view.incomplete,
+        "lost_lookups": [
+            {"tool": lost.tool, "args": lost.args, "outcome": lost.outcome, "why": lost.why}
+            for lost in view.lost_lookups
+        ],
         "evidence": view.evidence,
         "attempts": view.attempts,
         "open_questions": view.open_questions,

@@ -10,8 +10,9 @@ from django.utils import timezone
 
 from engine import loop
 from engine.loop import run_advance
-from engine.models import ModelRequest, Observation, Run
+from engine.models import ModelRequest, Observation, ReviewPacket, Run
 from engine.operations import DispatchOp, ModelOp, OpResult
+from engine.packetview import packet_view
 from engine.selectors import run_report
 from engine.services import run_start
 from engine.steps import run_begin, run_record
@@ -67,6 +68,28 @@ def test_a_dispatch_in_flight_at_a_crash_stays_counted_and_is_reported_interrupt
         ("search_docs", "ok"),
     ]
     assert (report["tool_attempts"], report["model_requests"]) == (2, 3)
+
+
+def test_the_rules_make_a_lookup_a_crash_cut_off_again_after_another_and_complete_the_packet(ticket_t1001):
+    """A worker dies during J-42's lookup. The resumed run's rules do not repeat it at once (the call just made:
+    NO_PROGRESS) but after another lookup, and the packet cites J-42's record like a quiet day's."""
+    run = run_start(ticket=ticket_t1001, model_name="rules")
+    step = run_begin(run_id=run.pk, owner="worker-that-dies")
+    reply = OpResult(Finished(ModelResponse(J42, TokenUsage())), False, timezone.now())
+    step = run_record(run=step.run, owner="worker-that-dies", op=step.op, result=reply)
+    assert isinstance(step.op, DispatchOp)
+    worker_dies(run.pk)
+    run = run_advance(run.pk)
+
+    report = run_report(run_id=run.pk)
+    dispatched = [(d["tool"], d["args"], d["outcome"]) for d in report["dispatched"]]
+    assert dispatched[0] == ("read_job_status", {"job_id": "J-42"}, "interrupted")
+    assert dispatched[1][0] != "read_job_status"
+    assert ("read_job_status", {"job_id": "J-42"}, "ok") in dispatched[2:]
+    assert report["status"] == "COMPLETED"
+    packet = ReviewPacket.objects.get(run=run)
+    assert "EXPORT_ROLE_REQUIRED" in packet.summary and not packet.summary.startswith("Incomplete")
+    assert not packet_view(run=run, packet=packet).incomplete
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="ends its own PostgreSQL session")

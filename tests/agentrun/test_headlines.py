@@ -192,6 +192,39 @@ def test_a_run_whose_job_service_was_unreachable_says_so(job_service_down, staff
     assert b"Completed; the job status service could not be reached" in page
 
 
+def test_a_packet_lacking_a_lookup_s_answer_says_it_is_incomplete_everywhere(job_service_down, staff_user):
+    """J-42's lookup failed twice (the loop's own retry included): the rules do not try it a third time, draw no
+    conclusion for the customer, and the packet page and the API mark the packet incomplete, naming the lookup."""
+    run = run_advance(run_start(ticket=Ticket.objects.get(ref="T-1001"), model_name="rules").pk)
+    packet = ReviewPacket.objects.get(run=run)
+    jobs = [a["outcome"] for a in packet.attempts if a["tool"] == "read_job_status"]
+    assert jobs == ["transient_error", "transient_error"]
+    assert packet.summary.startswith("Incomplete: J-42 could not be looked up (the job status service could not")
+    assert packet.reply == ""  # no conclusion for the customer without the job's record
+    page = client_for(staff_user).get(reverse("admin:agentrun_reviewpacket_change", args=[packet.pk])).content.decode()
+    block = page[page.index('id="incomplete"') :].split("</div>", 1)[0]
+    assert "read_job_status {&quot;job_id&quot;:&quot;J-42&quot;}</code>: its service could not be reached" in block
+    out = client_for(staff_user).get(f"/api/packets/{packet.pk}", **bearer(staff_user)).json()
+    assert out["incomplete"] is True
+    assert out["lost_lookups"] == [
+        {
+            "tool": "read_job_status",
+            "args": {"job_id": "J-42"},
+            "outcome": "transient_error",
+            "why": "its service could not be reached",
+        }
+    ]
+
+
+def test_a_complete_packet_is_not_marked_incomplete(demo_committed, staff_user):
+    run = run_advance(run_start(ticket=Ticket.objects.get(ref="T-1001"), model_name="rules").pk)
+    packet = ReviewPacket.objects.get(run=run)
+    page = client_for(staff_user).get(reverse("admin:agentrun_reviewpacket_change", args=[packet.pk])).content.decode()
+    assert 'id="incomplete"' not in page and not packet.summary.startswith("Incomplete")
+    out = client_for(staff_user).get(f"/api/packets/{packet.pk}", **bearer(staff_user)).json()
+    assert (out["incomplete"], out["lost_lookups"]) == (False, [])
+
+
 def test_with_nothing_else_to_cite_the_rules_hand_off_naming_the_unreachable_service(job_service_down):
     ticket = Ticket.objects.create(
         ref="T-2001",

@@ -11,7 +11,7 @@ from django.core.management import call_command
 from engine.decisions import Call, NormalizedCall, normalize_call
 from engine.models import Run
 from engine.services import investigation_start
-from providers.context import AttemptItem, Context
+from providers.context import AttemptItem, Context, EvidenceItem
 from providers.rules import RULE_TOOLS, SERVICE_WORDS, Investigation
 from tickets.demo import SERVICES as DEMO_SERVICES
 from tickets.models import Evidence
@@ -220,3 +220,66 @@ def test_without_a_catalog_the_rules_ask_by_the_demos_words():
     """The status page could not be read: the rules ask as before, and the lookup will tell."""
     proposed = propose("Export", "Our CSV export fails and the Management Portal is down.", None)
     assert proposed[1:] == [("read_service_status", {"service": "export"})]
+
+
+# --- a lookup that got no answer ------------------------------------------------------------
+
+J42_LOOKUP = AttemptItem("read_job_status", {"job_id": "J-42"}, "interrupted")
+
+
+def _t1001(*attempts: AttemptItem, evidence=()) -> Context:
+    return Context(
+        "T-1001",
+        "CSV export fails",
+        "Job J-42 failed since we renamed the workspace.",
+        True,
+        attempts=attempts,
+        evidence=evidence,
+    )
+
+
+def test_a_lookup_cut_off_is_not_repeated_as_the_next_call_but_after_another():
+    first = Investigation(_t1001(J42_LOOKUP)).next_decision()
+    assert first["call"]["tool"] != "read_job_status"  # repeating the call just made is NO_PROGRESS
+    other = AttemptItem(first["call"]["tool"], first["call"]["args"], "ok")
+    assert Investigation(_t1001(J42_LOOKUP, other)).next_decision() == {
+        "call": {"tool": "read_job_status", "args": {"job_id": "J-42"}}
+    }
+
+
+@pytest.mark.parametrize(
+    "outcome, why",
+    [
+        ("interrupted", "the lookup was interrupted by a worker restart"),
+        ("timeout", "the job status service did not answer in time"),
+        ("transient_error", "the job status service could not be reached"),
+    ],
+)
+def test_a_lookup_without_an_answer_twice_is_named_and_no_conclusion_is_drawn(outcome, why):
+    lost = AttemptItem("read_job_status", {"job_id": "J-42"}, outcome)
+    search = AttemptItem("read_service_status", {"service": "export"}, "ok", "E1")
+    status = EvidenceItem(
+        "E1",
+        "read_service_status",
+        {"service": "export"},
+        json.dumps({"service": "export", "status": "operational", "incidents": []}),
+        "service:export",
+    )
+    attempts = [lost, search, lost]
+    for _ in range(10):  # the rules' other lookups (each answered with nothing), then the draft
+        decision = Investigation(_t1001(*attempts, evidence=(status,))).next_decision()
+        if "call" not in decision:
+            break
+        assert decision["call"]["tool"] != "read_job_status"  # not a third time
+        attempts.append(AttemptItem(decision["call"]["tool"], decision["call"]["args"], "ok"))
+    draft = decision["draft"]
+    assert draft["summary"].startswith(f"Incomplete: J-42 could not be looked up ({why});")
+    assert f"J-42 could not be looked up: {why}. What does the job record say?" in draft["open_questions"]
+    assert "Service export is operational [E1]" in draft["summary"]  # what was found stays, as a fact
+    assert "reply" not in draft  # "the service is working" would be a conclusion the job's record may undo
+
+
+def test_a_lookup_that_failed_for_good_is_not_made_again():
+    failed = AttemptItem("read_job_status", {"job_id": "J-42"}, "error")
+    decision = Investigation(_t1001(failed, AttemptItem("search_docs", {"query": "x"}, "ok"))).next_decision()
+    assert decision.get("call", {}).get("tool") != "read_job_status"
