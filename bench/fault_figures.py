@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import Count
@@ -32,8 +33,22 @@ def _at(moment: datetime) -> float:
     return moment.timestamp()
 
 
-def case_figures(ids: list[int], window, reference: set[str], worker_logs: str) -> dict:
-    """The figures of the runs `ids` around the fault in `window`; `reference`: the source refs a quiet run cites."""
+@dataclass(frozen=True)
+class Reference:
+    """What a quiet run's packet of T-1001 holds: the source refs of its evidence (J-42, DOC-EXPORT-7@r3, ...)
+    and its open questions."""
+
+    sources: frozenset[str]
+    questions: frozenset[str]
+
+
+def reference_of(run_id: int) -> Reference:
+    packet = ReviewPacket.objects.select_related("run").get(run_id=run_id)
+    return Reference(frozenset(_sources([packet.run], {run_id: packet})[run_id]), frozenset(packet.open_questions))
+
+
+def case_figures(ids: list[int], window, reference: Reference, worker_logs: str) -> dict:
+    """The figures of the runs `ids` around the fault in `window`, against a quiet run's packet."""
     runs = list(Run.objects.filter(pk__in=ids).order_by("pk"))
     packets = {p.run_id: p for p in ReviewPacket.objects.filter(run_id__in=ids)}
     attempts = defaultdict(list)
@@ -41,8 +56,8 @@ def case_figures(ids: list[int], window, reference: set[str], worker_logs: str) 
         attempts[attempt.run_id].append(attempt)
     sources = _sources(runs, packets)
     ended = [run for run in runs if run.status in TERMINAL]
-    missing = [run for run in ended if run.pk in packets and not reference <= sources[run.pk]]
-    named = [run for run in missing if _named_incomplete(packets[run.pk], attempts[run.pk])]
+    missing = [run for run in ended if run.pk in packets and not reference.sources <= sources[run.pk]]
+    named = [run for run in missing if _named_incomplete(packets[run.pk], attempts[run.pk], reference)]
     ends = [_at(run.ended_at) for run in ended if run.ended_at]
     after = [_at(packets[run.pk].created_at) for run in ended if run.pk in packets]
     after = [moment for moment in after if moment >= window.fault_end]
@@ -57,6 +72,7 @@ def case_figures(ids: list[int], window, reference: set[str], worker_logs: str) 
         "task_deaths": len(TASK_DIED.findall(worker_logs)),
         "watchdog_discarded": len(WATCHDOG_DISCARDED.findall(worker_logs)),
         "past_deadline": sum(1 for run in runs if _late(run)),
+        "last_start_s": round(window.last_start - window.began, 2),
         "fault_s": [round(window.fault_start - window.began, 2), round(window.fault_end - window.began, 2)],
         "recover_last_s": round(max(max(ends) - window.fault_end, 0.0), 2) if ends else None,
         "recover_first_packet_s": round(min(after) - window.fault_end, 2) if after else None,
@@ -80,12 +96,13 @@ def _sources(runs: list[Run], packets: dict[int, ReviewPacket]) -> dict[int, set
     return found
 
 
-def _named_incomplete(packet: ReviewPacket, attempts: list[ToolAttempt]) -> bool:
-    """Whether a lookup of the run whose attempts all failed is named (an argument of it) in the open questions."""
+def _named_incomplete(packet: ReviewPacket, attempts: list[ToolAttempt], reference: Reference) -> bool:
+    """Whether a lookup of the run whose attempts all failed is named (an argument of it) in an open question
+    the quiet run's packet does not ask (its questions name J-42 already)."""
     by_call = defaultdict(list)
     for attempt in attempts:
         by_call[attempt.call_key].append(attempt)
-    questions = " ".join(packet.open_questions or []).lower()
+    questions = " ".join(q for q in packet.open_questions or [] if q not in reference.questions).lower()
     for tried in by_call.values():
         if all(a.outcome in FAILED for a in tried):
             values = [str(v).lower() for v in (tried[0].args or {}).values() if str(v).strip()]
@@ -204,7 +221,10 @@ def report(rows: list[dict], plan, as_json: bool) -> int:
             continue
         extra = f", start while down {row['start_while_down_s']} s" if row["start_while_down_s"] is not None else ""
         extra += f" ({row['start_while_down_error']})" if row["start_while_down_error"] else ""
-        print(f"{row['case']}: fault from {row['fault_s'][0]} s to {row['fault_s'][1]} s of {row['runs']} runs{extra}")
+        print(
+            f"{row['case']}: {row['runs']} runs started by {row['last_start_s']} s,"
+            f" the fault from {row['fault_s'][0]} s to {row['fault_s'][1]} s{extra}"
+        )
         for problem in row["invariant_violations"][:10]:
             print(f"  invariant: {problem}")
     return 0

@@ -127,9 +127,8 @@ class Redis:
 
     def stop(self) -> None:
         """Stop as a service manager does (SIGTERM: Redis writes what its persistence keeps, then exits)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=30)
+        if self.proc is not None:
+            _end(self.proc, timeout=30)
         self.proc = None
 
 
@@ -203,14 +202,20 @@ class CeleryProcesses:
 
 
 def _end(*procs: subprocess.Popen, timeout: float = 20) -> None:
-    """SIGTERM (a warm shutdown) to each, then SIGKILL to any still running `timeout` seconds later."""
+    """SIGTERM (a warm shutdown) to each, then SIGKILL to any still running `timeout` seconds later
+    (or at once when the wait is interrupted)."""
     for proc in procs:
         if proc.poll() is None:
             proc.terminate()
     until = time.monotonic() + timeout
-    for proc in procs:
-        try:
-            proc.wait(timeout=max(until - time.monotonic(), 0.1))
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    try:
+        for proc in procs:
+            try:
+                proc.wait(timeout=max(until - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
             proc.wait()
