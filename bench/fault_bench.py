@@ -14,12 +14,14 @@ demo data, and a fresh Redis, with 2 Celery worker processes of 25 threads
 
 Each case starts 100 investigations (`engine.services.investigation_start`, as
 `manage.py investigate --enqueue` does), each of its own copy of T-1001, evenly
-over 2 s, with the default model (`rules`) and realistic waits added in the
-workers (bench/fault_worker.py: about 1 s per model request and 0.2 s per
-lookup, each within +-50 %). Runs get a deadline of `--deadline-seconds` (45,
-the contract's default; T-1001's account has a sensitive job, which would give
-its runs the approval deadline instead). At +2 s, with about 50 runs running
-and 50 queued, the fault:
+over 2 s (from a few threads, as a web server's requests come), with the default
+model (`rules`) and realistic waits added in the workers (bench/fault_worker.py:
+about 1 s per model request and 0.2 s per lookup, each within +-50 %). Runs get
+a deadline of `--deadline-seconds` (45, the contract's default; T-1001's account
+has a sensitive job, which would give its runs the approval deadline, 900 s,
+instead). At +2 s (or once the last run is started, when a busy machine took
+longer: the JSON gives both times), with about 50 runs running and 50 queued,
+the fault:
 
 * quiet: none;
 * pg_restart: `pg_ctl restart -m fast` (`--tries` times, each on a fresh state);
@@ -32,14 +34,17 @@ and 50 queued, the fault:
 Figures per case: runs ended with a packet (and runs with two); packets
 missing evidence that a quiet run of T-1001 cites (compared by the evidence's
 source refs: J-42 and the documents), and of those the ones named incomplete (a
-lookup of the run whose attempts all failed, its argument named in the packet's
-open questions); task deaths (worker log lines where Celery reports a task
-raised); runs past their deadline (ended more than 1 s after it, or DEADLINE);
-the time from the fault's end (the service back, the replacement started) to
-the last run's end and to the first packet; p95 run time (creation to end);
-and the invariants: every ended run has one packet naming its status, no
-reservation left pending, counters equal to their rows, no evidence twice,
-nothing over budget.
+lookup of the run whose attempts all failed, interrupted, timed out or erred, its
+argument named in an open question the quiet packet does not ask); task deaths
+(worker log lines where Celery reports a task "raised unexpected"); watchdog
+tasks discarded as expired ("Discarding revoked task: agentrun.watchdog"); runs
+past their deadline (ended more than 1 s after it, or DEADLINE); the time from
+the fault's end (the service back, the replacement started) to the last run's
+end and to the first packet; p95 run time (creation to end); and the
+invariants: every ended run has one packet naming its status, no reservation
+left pending, counters equal to their rows, no evidence twice, nothing over
+budget. No invariant checker existed to reuse (tests/agentrun/test_loop_properties.py
+asserts the same inline), so bench/fault_figures.py has its own.
 """
 
 from __future__ import annotations
