@@ -77,14 +77,17 @@ class RedisWatch:
     Each question waits at most AGENT_BROKER_PROBE_SECONDS.
     """
 
-    KEY = "supportagent:watchdog-pass"
-
     def __init__(self, url: str) -> None:
         import redis as redis_client  # redis-py, which kombu's Redis transport runs on
 
         wait = settings.AGENT_BROKER_PROBE_SECONDS
         self.client = redis_client.Redis.from_url(url, socket_connect_timeout=wait, socket_timeout=wait)
         self.errors = (redis_client.RedisError, OSError)
+        # One fleet: the workers of one database and queue (a Redis may serve several).
+        database = settings.DATABASES["default"]
+        self.key = (
+            f"supportagent:watchdog-pass:{database.get('HOST')}:{database['NAME']}:{settings.CELERY_TASK_DEFAULT_QUEUE}"
+        )
         self.seen: str | None = self._run_id()  # None: not reachable now
         self.away = self.seen is None
 
@@ -105,6 +108,6 @@ class RedisWatch:
 
     def elected(self, seconds: float) -> bool:
         try:
-            return bool(self.client.set(self.KEY, "1", nx=True, px=max(int(seconds * 1000) - 50, 1)))
+            return bool(self.client.set(self.key, "1", nx=True, px=max(int(seconds * 1000) - 50, 1)))
         except self.errors:
             return True

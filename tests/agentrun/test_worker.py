@@ -136,21 +136,20 @@ def test_duplicate_deliveries_and_racing_workers_run_each_operation_once(cluster
 
 
 @pytest.fixture
-def beat_cluster(demo_committed, tmp_path):
-    """Two workers and Celery beat running the watchdog every 0.2 s."""
+def watchdog_cluster(demo_committed, tmp_path):
+    """Two workers, whose own watchdog threads share a pass every 0.2 s; no Celery beat."""
     c = Cluster(tmp_path, AGENT_WATCHDOG_INTERVAL="0.2")
     with publishing_to(celery_app, c.queue):
         try:
             c.worker()
             c.worker()
-            c.beat()
             c.wait_ready(celery_app)
             yield c
         finally:
             c.stop()
 
 
-def test_watchdog_ends_a_blocked_worker_s_run_at_its_deadline_and_refuses_its_late_result(beat_cluster):
+def test_watchdog_ends_a_blocked_worker_s_run_at_its_deadline_and_refuses_its_late_result(watchdog_cluster):
     run = scenario_run([J42, DRAFT], budget={"deadline_seconds": 8}, faults={"read_job_status": [{"delay_seconds": 2}]})
     enqueue_advance(run.pk)
     attempt = wait_for(lambda: ToolAttempt.objects.filter(run=run, outcome="pending").first(), 8, "the dispatch")

@@ -116,11 +116,11 @@ class Cluster:
 
 
 @contextmanager
-def publishing_to(app, queue: str) -> Iterator[None]:
-    """This process enqueues to `queue` on the test broker instead of running tasks inline."""
+def publishing_to(app, queue: str, broker_url: str = BROKER_URL) -> Iterator[None]:
+    """This process enqueues to `queue` on the test broker (or `broker_url`) instead of running tasks inline."""
     keys = ("task_always_eager", "broker_url", "task_default_queue")
     saved = {k: app.conf[k] for k in keys}
-    app.conf.update(task_always_eager=False, broker_url=BROKER_URL, task_default_queue=queue)
+    app.conf.update(task_always_eager=False, broker_url=broker_url, task_default_queue=queue)
     _forget_connections(app)
     try:
         yield
@@ -164,3 +164,41 @@ def terminal(run_id: int) -> Run | None:
     """The run once it has ended (a predicate for `wait_for`), else None."""
     run = Run.objects.get(pk=run_id)
     return run if run.status in TERMINAL else None
+
+
+class PrivateRedis:
+    """A redis-server of this test's own, on a free port, without persistence: stopped and started at will."""
+
+    def __init__(self, workdir: Path):
+        import socket
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.workdir = workdir
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        log = open(self.workdir / "redis.log", "ab")
+        self.proc = subprocess.Popen([*args, "--dir", str(self.workdir)], stdout=log, stderr=subprocess.STDOUT)
+        import redis
+
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.2)
+        wait_for(lambda: _answers(client), 10, "redis-server to start")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()  # as a crash: nothing saved, clients cut off
+            self.proc.wait()
+        self.proc = None
+
+
+def _answers(client) -> bool:
+    import redis
+
+    try:
+        return bool(client.ping())
+    except (redis.RedisError, OSError):
+        return False
