@@ -240,13 +240,13 @@ def fresh_database(pg: Postgres) -> None:
 
 def seed_case(plan: Plan) -> tuple[list, Reference]:
     """The tickets the case investigates (copies of T-1001), the deadline, and what a quiet run's packet holds."""
-    from fault_figures import reference_of
-
     from engine.loop import run_advance
     from engine.models import BudgetDefaults
     from engine.services import run_start
     from tickets.demo import seed_demo
     from tickets.models import Ticket
+
+    from fault_figures import reference_of
 
     seed_demo()
     limits = {"deadline_seconds": plan.deadline_s}
