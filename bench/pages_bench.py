@@ -55,7 +55,7 @@ from django.utils import timezone  # noqa: E402
 from engine.models import ReviewPacket, Run  # noqa: E402
 from engine.roles import SUPERVISORS, roles_setup  # noqa: E402
 from staff.auth import token_create  # noqa: E402
-from staff.dashboard import Table  # noqa: E402
+from staff.dashboard_csv import Table  # noqa: E402
 from tickets.models import Ticket  # noqa: E402
 
 LOADS = 20

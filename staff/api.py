@@ -17,6 +17,7 @@ from engine.models import Approval, PacketReview, ReviewPacket, Run, RunRequest
 from engine.packetview import PacketView, packet_view
 from engine.statuses import Detail, Status
 from engine.timeline import EvidenceView, StepKind, budget_bars, evidence_for, packet_of, run_timeline, stop_explanation
+from kit.adminkit import LargeListPaginator
 from kit.apierrors import ERRORS, ErrorOut
 from staff.access import (
     Refused,
@@ -122,7 +123,8 @@ class RunDetailOut(RunOut):
 
 class RunPage(Schema):
     items: list[RunOut]
-    count: int
+    count: int = Field(description="The runs the filters match; past 10,000, PostgreSQL's estimate (count_estimated).")
+    count_estimated: bool = Field(description="Whether `count` is an estimate: more or fewer runs may follow.")
     limit: int
     offset: int
 
@@ -407,10 +409,15 @@ def list_runs(request, filters: Query[RunFilters]):
     """Runs, newest first, filtered and paginated (`limit`, `offset`)."""
     require(request.auth, "agentrun.view_run")
     runs = runs_filtered(filters)
-    page = list(runs[filters.offset : filters.offset + filters.limit])
+    # The page's ids first, then their rows: an offset skips index entries alone, where skipping whole rows
+    # joined to their tickets and packets took 335 ms at offset 10,000 (bench/pages_bench.py).
+    ids = list(runs.values_list("pk", flat=True)[filters.offset : filters.offset + filters.limit])
+    page = list(runs.filter(pk__in=ids))
+    counted = LargeListPaginator(runs, filters.limit)  # COUNT(*) read every run matched: 230 ms at 100,000
     return {
         "items": [run_out(r) for r in page],
-        "count": runs.count(),
+        "count": counted.count,
+        "count_estimated": counted.estimated,
         "limit": filters.limit,
         "offset": filters.offset,
     }

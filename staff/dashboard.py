@@ -388,7 +388,8 @@ def outcomes_of(periods: Sequence[Period]) -> list[Outcomes]:
     """The outcomes of each of `periods` (which may not overlap), read together: four queries in all."""
     rows, rates = _run_rows(periods), _tool_rates(periods)
     return [
-        Outcomes(p, runs=[r for r in rows if p.holds(r.created_at)], tool_rates=rates[i]) for i, p in enumerate(periods)
+        Outcomes(p, runs=[r for r in rows if p.since <= r.created_at < p.until], tool_rates=rates[i])
+        for i, p in enumerate(periods)
     ]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
+from functools import cached_property
 
 from django import forms
 from django.db.models import TextChoices
@@ -48,11 +49,11 @@ class Period:
     zone: tzinfo = UTC
     preset: str = ""  # the Preset it was chosen by; "" for dates typed
 
-    @property
+    @cached_property  # the dashboard asks once per run of the period (staff.dashboard.outcomes_of)
     def since(self) -> datetime:
         return datetime.combine(self.first, time.min, tzinfo=self.zone)
 
-    @property
+    @cached_property
     def until(self) -> datetime:
         return datetime.combine(self.last + timedelta(days=1), time.min, tzinfo=self.zone)
 

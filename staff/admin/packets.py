@@ -7,7 +7,7 @@ writes a packet or a review itself.
 from __future__ import annotations
 
 from django.contrib import admin, messages
-from django.db.models import Case, Exists, IntegerField, OuterRef, Subquery, Value, When
+from django.db.models import Exists, OuterRef, Subquery
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -15,7 +15,7 @@ from django.utils.html import format_html
 from django.utils.text import capfirst
 from django.utils.timesince import timesince
 
-from engine.models import EvidenceCheck, PacketReview, ReviewPacket, Run
+from engine.models import EvidenceCheck, PacketReview, ReviewPacket, Run, queue_place
 from engine.packetview import packet_view
 from engine.statuses import TERMINAL, Status, stop_name
 from staff.access import Refused, access_packet, can, do_packet_recheck, do_review
@@ -127,6 +127,7 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
         " or a job id or document code the packet cites."
     )
     list_per_page = 50
+    show_full_result_count = False  # a second count of every packet (kit.adminkit.LargeListPaginator)
 
     def get_queryset(self, request):
         """Investigations' packets, each knowing whether its customer wrote after its run started (one query)."""
@@ -139,12 +140,10 @@ class ReviewPacketAdmin(ReadOnlyAdmin):
         return packets.annotate(customer_wrote_later=Exists(later))
 
     def get_ordering(self, request):
-        pending_first = Case(
-            When(review_state=ReviewPacket.ReviewState.PENDING, then=Value(0)),
-            default=Value(1),
-            output_field=IntegerField(),
-        )
-        return (pending_first.asc(), "created_at", "id")
+        """Oldest first; of every state, the pending first. Each order is an index's (engine migration 0021)."""
+        if request.GET.get(ReviewStateFilter.parameter_name) == "all":
+            return (queue_place().asc(), "created_at", "id")
+        return ("created_at", "id")
 
     def changelist_view(self, request, extra_context=None):
         return super().changelist_view(request, {"title": "Review queue", **(extra_context or {})})
@@ -292,6 +291,8 @@ class PacketReviewAdmin(ReadOnlyAdmin):
     list_display = ("id", "packet_link", "decision", "reviewer", "created_at", "acknowledged_changed_evidence", "note")
     list_filter = ("decision",)
     list_select_related = ("reviewer", "packet__run__ticket")
+    show_full_result_count = False  # a second count of every review (kit.adminkit.LargeListPaginator)
+    list_per_page = 50  # as the run list: Django renders a row in 3-8 ms here, 100 of them took most of a load
 
     @admin.display(description="packet")
     def packet_link(self, review):
@@ -312,6 +313,7 @@ class EvidenceCheckAdmin(ReadOnlyAdmin):
     list_select_related = ("packet__run__ticket", "evidence", "checked_by")
     search_fields = ("=packet__id", "packet__run__ticket__ref")
     list_per_page = 50
+    show_full_result_count = False  # a second count of every check (kit.adminkit.LargeListPaginator)
 
     @admin.display(description="packet")
     def packet_link(self, check):

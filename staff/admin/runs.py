@@ -16,6 +16,7 @@ from django.utils.html import format_html
 from engine.approvals import approval_shown
 from engine.headlines import run_headline
 from engine.models import Approval, Run
+from engine.selectors import run_model_names
 from engine.statuses import Status, stop_name
 from engine.timeline import budget_bars, evidence_for, investigator, packet_of, run_timeline, stop_explanation
 from providers import BuiltInModel
@@ -48,6 +49,15 @@ class PurposeFilter(admin.SimpleListFilter):
             }
 
 
+class ModelFilter(admin.AllValuesFieldListFilter):
+    """The models runs were made with, each found by one probe of the model_name index (engine.selectors.
+    run_model_names) where Django's filter reads every run (`SELECT DISTINCT`: 200 ms at 100,000 runs)."""
+
+    def __init__(self, field, request, params, model, model_admin, field_path):
+        super().__init__(field, request, params, model, model_admin, field_path)
+        self.lookup_choices = run_model_names()  # type: ignore[assignment]  # Django's own is a queryset of names
+
+
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
     list_display = (
@@ -62,11 +72,12 @@ class RunAdmin(ReadOnlyAdmin):
         "packet_state",
     )
     list_display_links = ("id",)
-    list_filter = ("status", "detail", "model_name", "created_at", PurposeFilter)
+    list_filter = ("status", "detail", ("model_name", ModelFilter), "created_at", PurposeFilter)
     linked_lookups = ("status__in",)  # the dashboard's outcome links (dashboard.runs_url)
     list_select_related = ("ticket", "packet")
     search_fields = ("ticket__ref",)
     list_per_page = 50
+    show_full_result_count = False  # a second count of every run (kit.adminkit.LargeListPaginator)
 
     @admin.display(description="ticket", ordering="ticket__ref")
     def ticket_link(self, run):
@@ -198,6 +209,8 @@ class ApprovalAdmin(ReadOnlyAdmin):
     )
     list_filter = ("state", "tool")
     list_select_related = ("run__ticket",)
+    show_full_result_count = False  # a second count of every approval (kit.adminkit.LargeListPaginator)
+    list_per_page = 50  # as the run list: Django renders a row in 3-8 ms here, 100 of them took most of a load
 
     def get_queryset(self, request):  # an evaluation answers its own calls: they are nobody's to answer
         return super().get_queryset(request).filter(run__purpose=Run.Purpose.INVESTIGATION)

@@ -17,7 +17,7 @@ PAGES = [
     ("approvals", lambda: reverse("admin:agentrun_approval_changelist"), 9),
     ("review history", lambda: reverse("admin:agentrun_packetreview_changelist"), 8),
     ("dashboard", lambda: reverse("outcomes"), 11),
-    ("api run list", lambda: "/api/runs?limit=100", 6),
+    ("api run list", lambda: "/api/runs?limit=100", 7),  # the page's ids, then their rows
 ]
 
 

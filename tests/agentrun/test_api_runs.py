@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from django.db import connection
 
 from engine.models import Approval, Run
 from tests.support.staff import bearer, make_runs, make_user
@@ -24,9 +25,22 @@ def test_list_is_paginated_newest_first(client, staff_user, demo):
     runs = make_runs(25)  # runs[0] is the newest
     body = client.get("/api/runs?limit=10&offset=20", **bearer(staff_user)).json()
     assert body["count"] == 25 and body["limit"] == 10 and body["offset"] == 20
+    assert body["count_estimated"] is False
     assert [r["id"] for r in body["items"]] == [r.pk for r in runs[20:25]]
     first = client.get("/api/runs", **bearer(staff_user)).json()
     assert len(first["items"]) == 20 and first["items"][0]["id"] == runs[0].pk
+
+
+def test_a_count_past_the_exact_count_is_estimated_and_every_page_still_read(client, staff_user, demo, monkeypatch):
+    import kit.adminkit
+
+    monkeypatch.setattr(kit.adminkit, "EXACT_COUNT_UP_TO", 5)
+    runs = make_runs(12)
+    pages = [client.get(f"/api/runs?limit=5&offset={o}", **bearer(staff_user)).json() for o in (0, 5, 10)]
+    assert [r["id"] for p in pages for r in p["items"]] == [r.pk for r in runs]
+    postgres = connection.vendor == "postgresql"  # PostgreSQL's estimate; SQLite counts exactly
+    assert all(p["count_estimated"] is postgres for p in pages)
+    assert all(p["count"] >= 6 if postgres else p["count"] == 12 for p in pages)
 
 
 def test_list_filters(client, staff_user, demo):
