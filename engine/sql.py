@@ -54,6 +54,8 @@ def run_locked(*, run_id: int, ticket: bool = False) -> Run:
         run.ticket, rest = _instance(Ticket, rest, connection)
     requests, attempts, *per_tool = rest
     run.tally = Tally(requests, attempts, tuple(zip(TOOLS, per_tool, strict=True)))
+    if attempts == 0:  # the steps that drive it on list each attempt they add (engine.steps)
+        run.attempts_listed = []
     return run
 
 
