@@ -37,10 +37,10 @@ import django  # noqa: E402
 django.setup()
 
 from django.core.management import call_command  # noqa: E402
+from loop_bench import start, statistics_current  # noqa: E402
 
 import engine.loop  # noqa: E402
 from engine.loop import run_advance  # noqa: E402
-from loop_bench import start, statistics_current  # noqa: E402
 from tickets.demo import seed_demo  # noqa: E402
 from tickets.models import Ticket  # noqa: E402
 
