@@ -7,7 +7,7 @@ lives here, in one place, and is table-tested.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,7 +147,7 @@ class Draft:
 
 
 def validate_draft(
-    raw: Any, known_refs: Collection[str], cited_texts: Callable[[tuple[str, ...]], list[str]] | None = None
+    raw: Any, known_refs: Container[str], cited_texts: Callable[[tuple[str, ...]], list[str]] | None = None
 ) -> Draft | str:
     """A valid draft, or the validation error to record.
 

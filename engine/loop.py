@@ -201,7 +201,7 @@ def _execute(op: Operation, run: Run, budget: Budget, adapter: ModelAdapter, dis
         return _wait_for(lambda: adapter.request(spec), wait, by_deadline)
     assert isinstance(op, DispatchOp)
     release_connection()
-    scope = SessionScope.of(run.session)
+    scope = op.scope or SessionScope.of(run.session)
     wait, by_deadline = budget.wait_seconds(run.time_left())
     lookup = Lookup(timeout=wait, approved=op.approved)
     return _wait_for(lambda: dispatcher.dispatch(op.tool, scope, op.args, op.index, lookup), wait, by_deadline)

@@ -75,6 +75,9 @@ class Run(models.Model):
 
     # Not columns: set by engine.sql.run_locked (and run_relocked) on the run a step holds.
     tally: Tally  # its request and attempt rows, as of the step
+    # Its attempts as its packet lists them (engine.packets.packet_attempt), kept by the steps that reserve and
+    # settle them: set (empty) only on a run read before its first attempt, so that it lists every one of them.
+    attempts_listed: list[dict[str, Any]]
     _session_row: tuple[Any, ...]  # the customer session's columns its `session` was built from
     # Set by from_db: each column's value as read (by attname), kept in step by fields_saved.
     _loaded_values: dict[str, Any]
@@ -99,7 +102,7 @@ class Run(models.Model):
         """A run as read, keeping a copy of what was read: a step writes what it changed (`fields_changed`)."""
         run = super().from_db(db, field_names, values)
         run._loaded_values = {
-            name: copy.deepcopy(value)
+            name: _snapshot(value)
             for name, value in zip(field_names, values, strict=True)
             if value is not models.DEFERRED
         }
@@ -122,7 +125,7 @@ class Run(models.Model):
         loaded = self.__dict__.setdefault("_loaded_values", {})
         for name in names:
             attname = column_field(Run, name).attname
-            loaded[attname] = copy.deepcopy(self.__dict__[attname])
+            loaded[attname] = _snapshot(self.__dict__[attname])
 
     def fields_read(self, **values) -> None:
         """Values just read from the database: set, and known as stored."""
@@ -155,6 +158,13 @@ class Run(models.Model):
         return (self.deadline_at - (now or timezone.now())).total_seconds()
 
 
+def _snapshot(value: Any) -> Any:
+    """A value as it is now, for `fields_changed` to compare with later: a copy of a JSON field's list or
+    dict (changed in place, it would compare equal), the value itself otherwise (it cannot change)."""
+    return copy.deepcopy(value) if isinstance(value, (list, dict)) else value
+
+
+@cache
 def column_field(model: type[models.Model], name: str) -> models.Field:
     """The field `name` (or "pk") of `model`, one with a column of its own. `_meta.get_field` may also
     answer a reverse relation or a generic foreign key, which have none: asking for one is a mistake here."""

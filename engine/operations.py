@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from engine.decisions import NormalizedCall
 from engine.waiting import Result
+from tickets.selectors import SessionScope
 
 if TYPE_CHECKING:
     from engine.models import Run
@@ -43,6 +44,9 @@ class DispatchOp:
     index: int  # how many dispatches of this tool the run made before this one
     retry_number: int = 0
     approved: bool = False  # a supervisor approved this exact call (its retries carry the approval along)
+    # Who the call acts for, as the step that judged it saw them (with the rows its policy read, which the
+    # dispatch reads again otherwise); None: the session as the run holds it, read anew.
+    scope: SessionScope | None = field(default=None, compare=False, repr=False)
 
     @property
     def tool(self) -> str:

@@ -29,15 +29,14 @@ def packet_write(
     every reference the run produced or reused, in order of first appearance.
     With the packet webhook on, its `packet.written` event is recorded with it
     (held with the step's writes) and sent after the commit. The packet lists
-    the attempts as this step settled them: what the step holds is sent first
-    (nothing, when the step settled a model request).
+    the attempts as this step settled them: as the run's steps listed them
+    (`Run.attempts_listed`), else as read, after what the step holds is sent.
     """
-    writes.send()
     packet = ReviewPacket(
         run_id=run.pk,
         summary=draft.summary if draft else None,
         evidence_refs=list(draft.evidence) if draft else list(run.evidence_refs),
-        attempts=_attempts(run),
+        attempts=_attempts(run, writes),
         open_questions=list(draft.open_questions) if draft else [],
         stop_reason=stop.status,
         detail=stop.detail or "",
@@ -71,25 +70,34 @@ def packets_supersede_later(*, run: Run, now: datetime, writes: StepWrites) -> N
     packets_supersede(run=run, note=note, now=now, writes=writes)
 
 
-def _attempts(run: Run) -> list[dict[str, Any]]:
-    """The run's attempts in order, each with the evidence it produced."""
+def _attempts(run: Run, writes: StepWrites) -> list[dict[str, Any]]:
+    """The run's attempts in order, each with the evidence it produced: as its steps listed them, else read
+    (after sending what the step holds, which may settle one)."""
+    listed = run.__dict__.get("attempts_listed")
+    if listed is not None:
+        return [dict(attempt) for attempt in listed]
+    writes.send()
     rows = (
         ToolAttempt.objects.filter(run_id=run.pk)
         .order_by("seq")
         .values_list("seq", "tool", "args", "outcome", "call_id", "error", "evidence__number")
     )
-    return [
-        {
-            "seq": seq,
-            "tool": tool,
-            "args": args,
-            "outcome": outcome,
-            "call_id": call_id or None,
-            "evidence": f"E{number}" if number is not None else None,
-            "error": error or None,
-        }
-        for seq, tool, args, outcome, call_id, error, number in rows
-    ]
+    return [packet_attempt(*row) for row in rows]
+
+
+def packet_attempt(
+    seq: int, tool: str, args: dict[str, Any], outcome: str, call_id: str, error: str, evidence_number: int | None
+) -> dict[str, Any]:
+    """An attempt as the packet lists it."""
+    return {
+        "seq": seq,
+        "tool": tool,
+        "args": args,
+        "outcome": outcome,
+        "call_id": call_id or None,
+        "evidence": f"E{evidence_number}" if evidence_number is not None else None,
+        "error": error or None,
+    }
 
 
 def budget_spent(run: Run, now: datetime) -> dict[str, Any]:

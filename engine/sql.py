@@ -32,7 +32,8 @@ def run_locked(*, run_id: int, ticket: bool = False) -> Run:
     """The run, row-locked until the transaction ends (needs one), with its customer session (a
     session can be verified or revoked while a run goes on), with `ticket` its ticket, and its
     tally (how many request and attempt rows it has, per tool too), so that a step numbers what
-    it reserves without reading again.
+    it reserves without reading again; a run with no attempt yet gets an empty `attempts_listed`,
+    which the steps driving it keep for its packet (engine.steps).
 
     One statement. The ORM can say it only with a grouped, coalesced Subquery
     per count, compiled anew every time; this statement is built once per
@@ -54,6 +55,8 @@ def run_locked(*, run_id: int, ticket: bool = False) -> Run:
         run.ticket, rest = _instance(Ticket, rest, connection)
     requests, attempts, *per_tool = rest
     run.tally = Tally(requests, attempts, tuple(zip(TOOLS, per_tool, strict=True)))
+    if attempts == 0:  # the steps that drive it on list each attempt they add (engine.steps)
+        run.attempts_listed = []
     return run
 
 
@@ -189,7 +192,7 @@ class StepWrites:
     Made where a step's transaction starts (`with transaction.atomic(), StepWrites() as writes:`),
     handed to the functions that write, and sent when the block ends without an error (or
     earlier by `send`, for a read that must see them). Reads never see a held write: a function
-    that reads what this step wrote calls `send` first (engine.packets does, for the attempts).
+    that reads what this step wrote calls `send` first (engine.packets does, when it reads the attempts).
 
     Every write is a plain INSERT or UPDATE, named from the models' documented `_meta` API
     (`db_table`, `get_field`, each field's `column`) and given values as the ORM's `save`

@@ -51,6 +51,7 @@ from engine.decisions import (
 )
 from engine.models import Approval, ModelRequest, Observation, Run, ToolAttempt
 from engine.operations import DispatchOp, ModelOp, Next, Operation, OpResult
+from engine.packets import packet_attempt
 from engine.refusals import refusal_of_call, refusal_of_calls, refusal_of_dispatch
 from engine.settling import (
     attempt_settle,
@@ -220,8 +221,16 @@ def _plan_request(run: Run, writes: StepWrites, now: datetime) -> Operation | No
 
 
 def _reserve_attempt(
-    run: Run, writes: StepWrites, call: NormalizedCall, now: datetime, *, retry_number: int = 0, approved: bool = False
+    run: Run,
+    writes: StepWrites,
+    call: NormalizedCall,
+    now: datetime,
+    *,
+    retry_number: int = 0,
+    approved: bool = False,
+    scope: SessionScope | None = None,
 ) -> DispatchOp:
+    """Reserve the dispatch of `call`; `scope`, the one that judged it, for the dispatch to use what its policy read."""
     tally = run.tally
     seq = tally.attempts + 1
     writes.insert(
@@ -236,10 +245,13 @@ def _reserve_attempt(
             started_at=now,
         )
     )
+    _attempt_listed(
+        run, packet_attempt(seq, call.tool, call.args, ToolAttempt.Outcome.PENDING, call.call_id or "", "", None)
+    )
     run.tally = tally.after_attempt(call.tool)
     run.tool_attempts += 1
     run.last_executed_key = call.key
-    return DispatchOp(run.pk, seq, run.version + 1, call, tally.of(call.tool), retry_number, approved)
+    return DispatchOp(run.pk, seq, run.version + 1, call, tally.of(call.tool), retry_number, approved, scope)
 
 
 # --- recording a model request and deciding ----------------------------------------------
@@ -297,7 +309,7 @@ def _decide(run: Run, writes: StepWrites, request: ModelRequest, proposal, now: 
         request.proposal = "draft"
         draft = validate_draft(
             proposal.raw,
-            evidence_refs_for_ticket(ticket_id=run.ticket_id),
+            TicketRefs(run),
             lambda refs: evidence_texts(ticket_id=run.ticket_id, refs=refs),
         )
         if isinstance(draft, str):
@@ -309,6 +321,22 @@ def _decide(run: Run, writes: StepWrites, request: ModelRequest, proposal, now: 
         request.proposal = f"call {proposal.tool}"[:200]
         return _judge(run, writes, proposal, now)
     assert_never(proposal)
+
+
+class TicketRefs:
+    """The ticket's evidence references, as a draft's check asks for them: those the run produced or
+    reused exist (evidence is never removed); any other is looked up, the ticket's read once."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.read: set[str] | None = None
+
+    def __contains__(self, ref: object) -> bool:
+        if ref in self.run.evidence_refs:
+            return True
+        if self.read is None:
+            self.read = evidence_refs_for_ticket(ticket_id=self.run.ticket_id)
+        return ref in self.read
 
 
 def _validation_error(
@@ -348,7 +376,7 @@ def _judge(run: Run, writes: StepWrites, call: Call, now: datetime) -> Operation
         run_stop(run=run, stop=verdict, now=now, writes=writes, refused=refused)
         return None
     if isinstance(verdict, Dispatch):
-        return _reserve_attempt(run, writes, verdict.call, now)
+        return _reserve_attempt(run, writes, verdict.call, now, scope=scope)
     if isinstance(verdict, ReuseReceipt):
         _reuse_receipt(run, verdict.call)
         return _plan_request(run, writes, now)
@@ -431,6 +459,10 @@ def _record_dispatch(run: Run, writes: StepWrites, op: DispatchOp, res: OpResult
         latency_ms=res.latency_ms,
     )
     attempt_settle(run=run, attempt=attempt, result=res)
+    number = attempt.evidence.number if attempt.evidence else None
+    _attempt_listed(
+        run, packet_attempt(op.seq, op.tool, op.args, attempt.outcome, attempt.call_id, attempt.error, number)
+    )
     writes.update(
         ToolAttempt,
         {"run_id": op.run_id, "seq": op.seq},
@@ -466,6 +498,17 @@ def _record_dispatch(run: Run, writes: StepWrites, op: DispatchOp, res: OpResult
             text=f"{attempt.tool} {canonical_json(attempt.args)} ended {attempt.outcome}: {attempt.error or 'no answer in time'}",
         )
     return _plan_request(run, writes, now)
+
+
+def _attempt_listed(run: Run, attempt: dict[str, Any]) -> None:
+    """Keep the run's list of its attempts (`Run.attempts_listed`) up to date: `attempt` added, or settled."""
+    listed = run.__dict__.get("attempts_listed")
+    if listed is None:
+        return
+    if listed and listed[-1]["seq"] == attempt["seq"]:  # settled: the attempt reserved last
+        listed[-1] = attempt
+    else:
+        listed.append(attempt)
 
 
 def _may_wait_for_approval(run: Run) -> bool:

@@ -64,8 +64,9 @@ class Forbidden(Exception):
 class SessionScope:
     """Who a run acts for: the customer session, as plain values.
 
-    A scope lives for one decision or one dispatch; the jobs it looked up are
-    kept in `seen`, so that judging one call reads each job once.
+    A scope lives for one decision and the dispatch it leads to; the jobs it
+    looked up are kept in `seen`, so that judging a call and dispatching it
+    read each job once.
     """
 
     session_ref: str

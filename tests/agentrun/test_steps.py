@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from engine import loop
-from engine.models import ReviewPacket, Run
+from engine.models import ReviewPacket, Run, ToolAttempt
+from engine.packets import packet_attempt
 from engine.steps import run_begin, run_record
 
 J42 = {"call": {"tool": "read_job_status", "args": {"job_id": "J-42"}}}
@@ -39,30 +40,31 @@ def steps_checked(monkeypatch):
     return checked
 
 
+# The loop's paths: the model's replies, the run's setup, and the status it ends with.
+PATHS = [
+    ([J42, DOCS, DRAFT], {}, "COMPLETED"),
+    ([RAW, {"draft": {"summary": " ", "evidence": []}}, RAW], {"budget": {"max_model_requests": 3}}, "MODEL_LIMIT"),
+    ([J42, J77], {}, "INVALID_OR_FORBIDDEN"),
+    ([J42, J42], {"faults": {"read_job_status": [{"fail": "error"}]}}, "NO_PROGRESS"),
+    ([J42, DRAFT], {"faults": {"read_job_status": [{"fail": "transient"}, None]}}, "COMPLETED"),
+    ([J42, DRAFT], {"require_approval": ["read_job_status"], "approval": "grant"}, "COMPLETED"),
+    ([J42, DRAFT], {"require_approval": ["read_job_status"], "approval": "deny"}, "INVALID_OR_FORBIDDEN"),
+    ([J42, {"error": "provider said 500"}], {}, "MODEL_ERROR"),
+    ([{"handoff": "a person should call the customer"}], {}, "NEEDS_HELP"),
+    (
+        [J42, DRAFT],
+        {
+            "budget": {"deadline_seconds": 45, "operation_timeout_seconds": 5},
+            "start": {"elapsed_seconds": 44.0},
+            "faults": {"read_job_status": [{"delay_seconds": 2.5}]},
+        },
+        "DEADLINE",
+    ),
+]
+
+
 @pytest.mark.usefixtures("settle")
-@pytest.mark.parametrize(
-    ("model", "fields", "status"),
-    [
-        ([J42, DOCS, DRAFT], {}, "COMPLETED"),
-        ([RAW, {"draft": {"summary": " ", "evidence": []}}, RAW], {"budget": {"max_model_requests": 3}}, "MODEL_LIMIT"),
-        ([J42, J77], {}, "INVALID_OR_FORBIDDEN"),
-        ([J42, J42], {"faults": {"read_job_status": [{"fail": "error"}]}}, "NO_PROGRESS"),
-        ([J42, DRAFT], {"faults": {"read_job_status": [{"fail": "transient"}, None]}}, "COMPLETED"),
-        ([J42, DRAFT], {"require_approval": ["read_job_status"], "approval": "grant"}, "COMPLETED"),
-        ([J42, DRAFT], {"require_approval": ["read_job_status"], "approval": "deny"}, "INVALID_OR_FORBIDDEN"),
-        ([J42, {"error": "provider said 500"}], {}, "MODEL_ERROR"),
-        ([{"handoff": "a person should call the customer"}], {}, "NEEDS_HELP"),
-        (
-            [J42, DRAFT],
-            {
-                "budget": {"deadline_seconds": 45, "operation_timeout_seconds": 5},
-                "start": {"elapsed_seconds": 44.0},
-                "faults": {"read_job_status": [{"delay_seconds": 2.5}]},
-            },
-            "DEADLINE",
-        ),
-    ],
-)
+@pytest.mark.parametrize(("model", "fields", "status"), PATHS)
 def test_every_field_a_step_sets_is_saved(play, steps_checked, model, fields, status):
     report = play(model, **fields)
     assert report["status"] == status
@@ -79,6 +81,20 @@ def test_the_packet_lists_the_attempt_the_last_step_settled(play, settle):
     )
     settle()
     assert [a["outcome"] for a in ReviewPacket.objects.get(run_id=report["run"]).attempts] == ["timeout"]
+
+
+@pytest.mark.parametrize(("model", "fields", "status"), PATHS)
+def test_the_packet_lists_every_attempt_as_stored(play, settle, model, fields, status):
+    """The attempts the steps list for the packet are the rows they wrote, on every path (a run taken up
+    again after an approval lists them as read)."""
+    report = play(model, **fields)
+    settle()
+    rows = (
+        ToolAttempt.objects.filter(run_id=report["run"])
+        .order_by("seq")
+        .values_list("seq", "tool", "args", "outcome", "call_id", "error", "evidence__number")
+    )
+    assert ReviewPacket.objects.get(run_id=report["run"]).attempts == [packet_attempt(*row) for row in rows]
 
 
 def test_a_run_knows_any_field_set_since_it_was_read(demo):
