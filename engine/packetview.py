@@ -30,7 +30,7 @@ from tools.base import canonical_json
 ReviewState = ReviewPacket.ReviewState
 DECIDED = (ReviewState.ACCEPTED, ReviewState.REJECTED)
 # A lookup whose every attempt ended so never got an answer: the packet is incomplete without it.
-UNANSWERED = {
+UNANSWERED: dict[str, str] = {
     ToolAttempt.Outcome.TRANSIENT_ERROR: "its service could not be reached",
     ToolAttempt.Outcome.TIMEOUT: "it did not answer in time",
     ToolAttempt.Outcome.INTERRUPTED: "a worker restart cut it off",

@@ -147,7 +147,7 @@ class Investigation:
 
     def lost_lookups(self) -> list[tuple[str, dict[str, Any], str]]:
         """The lookups that never got an answer, in the order first made: (tool, arguments, the last outcome)."""
-        lost = []
+        lost: list[tuple[str, dict[str, Any], str]] = []
         for a in self.ctx.attempts:
             key = self._key(a.tool, a.args)
             if self._lost(key) and all(key != self._key(t, g) for t, g, _ in lost):
