@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from rapidfuzz.distance import Levenshtein
+
 from engine.decisions import Draft
 from engine.models import ReviewPacket, Run, ToolAttempt
 from engine.signals import packet_written
@@ -45,6 +47,8 @@ def packet_write(
         budget_spent=budget_spent(run, now),
         reply=_reply(run, stop, draft),
         created_at=now,
+        run_created_at=run.created_at,
+        run_purpose=run.purpose,
     )
     writes.insert(packet)
     if run.purpose == Run.Purpose.INVESTIGATION:  # an evaluation's packet is on its own ticket copy, out of the queue
@@ -110,3 +114,11 @@ def budget_spent(run: Run, now: datetime) -> dict[str, Any]:
         "cost_micros": [run.cost_used_micros, budget.max_cost_micros],
         "seconds": [round((now - run.created_at).total_seconds(), 3), budget.deadline_seconds],
     }
+
+
+def reply_change(suggested: str, kept: str) -> float | None:
+    """How far a kept reply is from the suggestion: the Levenshtein distance over characters, over the longer
+    length (0 unchanged, 1 nothing alike); None when there was no suggestion or none was kept."""
+    if not (suggested and kept):
+        return None
+    return Levenshtein.normalized_distance(suggested.strip(), kept.strip())

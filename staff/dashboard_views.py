@@ -12,12 +12,12 @@ from django.utils import timezone
 from django.utils.http import urlencode
 
 from engine.statuses import Status, stop_name
-from kit.csvexport import csv_response
+from kit.csvexport import csv_response, csv_stream_response
 from kit.money import usd_text
 from staff.access import access_knowledge_gaps
 from staff.dashboard import Outcomes, outcomes_compared, reason_label, rejected_packets_url, runs_url
 from staff.dashboard_charts import Bar, bar_chart, trend_chart
-from staff.dashboard_csv import Table, csv_rows
+from staff.dashboard_csv import Table, csv_rows, runs_csv_rows
 from staff.dashboard_figures import Figure, Unit, figures
 from staff.gaps import csv_rows as gaps_csv_rows
 from staff.pages import staff_page
@@ -206,9 +206,11 @@ def dashboard_csv(request, chart: str):
     if not form.is_valid():
         return HttpResponse(_problems(form), status=400, content_type="text/plain")
     period: Period = form.cleaned_data["period"]
+    name = f"{chart}-{period.first}-{period.last}"
+    if chart == Table.RUNS:
+        return csv_stream_response(runs_csv_rows(period), filename=f"{name}.csv")
     out, before = outcomes_compared(period=period)
     rows = csv_rows(out, before, chart)
-    name = f"{chart}-{period.first}-{period.last}"
     if chart == Table.FIGURES:
         name += f"-vs-{before.period.first}-{before.period.last}"
     return csv_response(rows, filename=f"{name}.csv")

@@ -5,7 +5,10 @@ reviewed packet needs `change_decision` and a note, and the same reviewer's
 same decision sent again (a double click, a retried request) adds nothing.
 
 `ReviewPacket.review_state` mirrors the latest review's decision so the queue can
-sort on it; it is written only here, in the same transaction as the review.
+sort on it, and beside it the packet keeps what the outcomes dashboard counts: the
+deciding rejection's reason, when a person first reviewed it, and how far an accepted
+packet's kept reply is from the suggestion (`reply_change`). They are written only
+here, in the same transaction as the review.
 """
 
 from __future__ import annotations
@@ -13,8 +16,11 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Value
+from django.db.models.functions import Coalesce
 
 from engine.models import PacketReview, ReviewPacket, Run
+from engine.packets import reply_change
 from integrations.webhooks import packet_event_record, webhook_enabled
 from integrations.zendesknotes import zendesk_note_record
 from staff.recheck import needing_acknowledgement, packet_recheck_now
@@ -95,7 +101,12 @@ def packet_review(
             acknowledged_changed_evidence=bool(changed) and acknowledge_changed_evidence,
             changed_evidence=changed,
         )
-        ReviewPacket.objects.filter(pk=packet.pk).update(review_state=decision)
+        ReviewPacket.objects.filter(pk=packet.pk).update(
+            review_state=decision,
+            review_reason=reason,
+            first_reviewed_at=Coalesce("first_reviewed_at", Value(review.created_at)),
+            reply_change=reply_change(packet.reply, kept_reply),
+        )
         _help_desk_told(packet, review)
     return review, True
 

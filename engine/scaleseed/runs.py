@@ -552,6 +552,7 @@ class _RunState:
             },
             "reply": reply,
             "created_at": ended_at,
+            "run_created_at": created_at,
             "review_state": ReviewPacket.ReviewState.PENDING.value,  # the ticket's story settles it
         }
 

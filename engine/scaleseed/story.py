@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from engine.models import EvidenceCheck, PacketReview, ReviewPacket
+from engine.packets import reply_change
 from engine.scaleseed.copying import Row, TableCopy
 from engine.scaleseed.draws import Weighted
 from engine.scaleseed.runs import RunRows, RunSetting, RunWriter, TicketEvidence
@@ -275,3 +276,7 @@ class Teller:
             },
         )
         packet["review_state"] = ReviewPacket.ReviewState(decision.value).value
+        if reviewer_id is not None:  # what staff.reviews keeps on the packet beside its state
+            packet["review_reason"] = reason
+            packet["first_reviewed_at"] = packet.get("first_reviewed_at") or at
+            packet["reply_change"] = reply_change(packet["reply"], reply)

@@ -7,7 +7,7 @@ writes a packet or a review itself.
 from __future__ import annotations
 
 from django.contrib import admin, messages
-from django.db.models import Exists, OuterRef, Subquery
+from django.db.models import Exists, OuterRef
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -76,8 +76,9 @@ class StopReasonFilter(admin.SimpleListFilter):
 
 
 class RejectionReasonFilter(admin.SimpleListFilter):
-    """Rejected packets by the reason of the rejection they stand on (the latest review by a person), as the
-    dashboard's breakdown counts them; "none" for a rejection recorded without one."""
+    """Rejected packets by the reason of the rejection they stand on (the latest review by a person, which keeps
+    it on the packet: staff.reviews), as the dashboard's breakdown counts them; "none" for a rejection recorded
+    without one."""
 
     title, parameter_name = "rejection reason", "reason"
 
@@ -90,15 +91,8 @@ class RejectionReasonFilter(admin.SimpleListFilter):
     def queryset(self, request, queryset):
         if self.value() not in (*PacketReview.Reason.values, NO_REASON_PARAMETER):
             return queryset
-        decision = PacketReview.objects.filter(packet=OuterRef("pk"), reviewer__isnull=False).order_by(
-            "-created_at", "-id"
-        )
         reason = "" if self.value() == NO_REASON_PARAMETER else self.value()
-        return (
-            queryset.filter(review_state=ReviewPacket.ReviewState.REJECTED)
-            .annotate(rejected_for=Subquery(decision.values("reason")[:1]))
-            .filter(rejected_for=reason)
-        )
+        return queryset.filter(review_state=ReviewPacket.ReviewState.REJECTED, review_reason=reason)
 
 
 @admin.register(ReviewPacket)

@@ -4,12 +4,15 @@ and a fixed data set whose figures the page and the CSVs both show, the previous
 from __future__ import annotations
 
 import csv
+import importlib
 import io
 import re
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.apps import apps as django_apps
+from django.db.models import F
 from django.urls import reverse
 
 from engine.models import PacketReview, ReviewPacket, Run
@@ -84,7 +87,9 @@ def _run(status: str, *, day: int, micros: int, reply: str = "") -> ReviewPacket
 def _review(packet: ReviewPacket, user, decision: str, *, after: int, reason: str = "", reply=None) -> None:
     note = "no" if decision == "rejected" else ""
     packet_review(packet_id=packet.pk, reviewer=user, decision=decision, reason=reason, note=note, reply=reply)
-    PacketReview.objects.filter(packet=packet).update(created_at=packet.created_at + timedelta(seconds=after))
+    at = packet.created_at + timedelta(seconds=after)
+    PacketReview.objects.filter(packet=packet).update(created_at=at)
+    ReviewPacket.objects.filter(pk=packet.pk).update(first_reviewed_at=at)  # as the review keeps it on its packet
 
 
 @pytest.fixture
@@ -131,8 +136,8 @@ EXPECTED = {
 
 def _csv(client, name: str, query: str = WEEK) -> list[list[str]]:
     response = client.get(reverse("outcomes-csv", args=[name]) + query)
-    assert response.status_code == 200, response.content
-    return list(csv.reader(io.StringIO(response.content.decode())))
+    assert response.status_code == 200
+    return list(csv.reader(io.StringIO(response.getvalue().decode())))  # the runs CSV is streamed
 
 
 def _page_figures(client) -> dict[str, tuple[str, str, str]]:
@@ -267,3 +272,46 @@ def test_a_long_reply_is_measured_by_characters_over_the_longer_text(supervisor_
     _review(packet, supervisor_user, "accepted", after=10, reply=suggestion + "y" * 1000)
     out = outcomes(period=period_parse(first="2026-03-02", last="2026-03-08"))
     assert (out.replies_used, out.replies_suggested, str(out.mean_reply_change)) == (1, 1, "0.2500")
+
+
+def test_packets_reviewed_before_the_packet_kept_its_decision_get_it_from_their_reviews(
+    supervisor_client, supervisor_user, two_weeks
+):
+    """Migration 0022 fills the packet's reason, first review and reply change from the reviews already
+    recorded: the dashboard counts the same after it as the reviews themselves would."""
+    backfill = importlib.import_module("engine.migrations.0022_packet_decision_figures")._from_reviews
+    packet_review(
+        packet_id=two_weeks["r3"].pk, reviewer=supervisor_user, decision="accepted", note="right", change_decision=True
+    )
+    packet_review(  # a changed decision: the packet stands on the latest, its first review stays the first
+        packet_id=two_weeks["r3"].pk,
+        reviewer=supervisor_user,
+        decision="rejected",
+        reason="unclear",
+        note="on second reading",
+        change_decision=True,
+    )
+    kept = ("review_state", "review_reason", "first_reviewed_at", "reply_change")
+    before = {p.pk: tuple(getattr(p, f) for f in kept) for p in ReviewPacket.objects.all()}
+    page_before = _page_figures(supervisor_client)
+    ReviewPacket.objects.update(review_reason="", first_reviewed_at=None, reply_change=None)
+
+    backfill(django_apps, None)
+
+    assert {p.pk: tuple(getattr(p, f) for f in kept) for p in ReviewPacket.objects.all()} == before
+    assert before[two_weeks["r3"].pk][1] == "unclear" and before[two_weeks["r1"].pk][3] == pytest.approx(0.025)
+    assert _page_figures(supervisor_client) == page_before
+
+
+def test_packets_written_before_they_kept_their_runs_start_get_it_from_their_runs(supervisor_client, two_weeks):
+    """Migration 0023 copies each packet's run start and purpose onto it: the dashboard counts the same after."""
+    backfill = importlib.import_module("engine.migrations.0023_packet_run_created")._from_runs
+    page_before = _page_figures(supervisor_client)
+    ReviewPacket.objects.update(run_created_at=None, run_purpose=Run.Purpose.EVALUATION)
+    assert outcomes(period=period_parse(first="2026-03-02", last="2026-03-08")).packets == 0
+
+    backfill(django_apps, None)
+
+    assert not ReviewPacket.objects.exclude(run_created_at=F("run__created_at")).exists()
+    assert set(ReviewPacket.objects.values_list("run_purpose", flat=True)) == {Run.Purpose.INVESTIGATION}
+    assert _page_figures(supervisor_client) == page_before

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from engine.management.commands.seed_scale import seed_scale
 from engine.models import Approval, EvidenceCheck, ModelRequest, PacketReview, ReviewPacket, Run, ToolAttempt
+from engine.packets import reply_change
 from engine.statuses import TERMINAL, Status
 from staff.recheck import evidence_reread
 from tickets.models import Account, Evidence, Ticket, TicketMessage
@@ -72,6 +73,11 @@ def test_each_packet_in_the_state_of_its_latest_review(seeded):
     for packet in ReviewPacket.objects.prefetch_related("reviews"):
         reviews = sorted(packet.reviews.all(), key=lambda r: (r.created_at, r.pk))
         assert packet.review_state == (reviews[-1].decision if reviews else ReviewPacket.ReviewState.PENDING)
+        by_people = [r for r in reviews if r.reviewer_id is not None]  # what staff.reviews keeps on the packet
+        assert packet.first_reviewed_at == (by_people[0].created_at if by_people else None)
+        assert packet.review_reason == (by_people[-1].reason if by_people else "")
+        kept = by_people[-1].reply if by_people else ""
+        assert packet.reply_change == reply_change(packet.reply, kept)
 
 
 def test_ticket_counters_match_their_evidence_and_messages(seeded):

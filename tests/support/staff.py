@@ -126,6 +126,8 @@ def make_runs(n: int, *, ticket: Ticket | None = None, endings=ENDINGS, created_
                 detail=r.detail,
                 budget_spent={},
                 created_at=now - timedelta(seconds=i),
+                run_created_at=r.created_at,
+                run_purpose=r.purpose,
             )
             for i, r in enumerate(runs)
             if r.status in TERMINAL  # a packet is written when a run ends
