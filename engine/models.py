@@ -92,6 +92,10 @@ class Run(models.Model):
             models.Index(fields=["purpose", "created_at", "id"], name="run_by_purpose_created"),
             # The run list's filter by model reads the names through it (engine.selectors.run_model_names).
             models.Index(fields=["model_name"], name="run_model_name"),
+            # Lists of what investigations produced (the review queue's packets, approvals) join their runs for the
+            # purpose: counting a page's 10,001 packets read each run from the table (80 ms at 100,000 runs), and
+            # merges with this index alone. Neither column changes after the insert.
+            models.Index(fields=["purpose", "id"], name="run_by_purpose_id"),
         ]
 
     def __str__(self) -> str:
@@ -371,6 +375,9 @@ class ReviewPacket(models.Model):
             models.Index(fields=["created_at", "id"], name="packet_created"),
             models.Index(queue_place(), "created_at", "id", name="packet_pending_first"),
             models.Index(fields=["run_purpose", "run_created_at"], name="packet_by_run_created"),
+            # The queue's count of one state takes its packets' runs from here (with run_by_purpose_id): it read
+            # every packet of the state from the table first (the rejected ones: 150 ms at 100,000 packets).
+            models.Index(fields=["review_state", "run"], name="packet_state_run"),
         ]
 
     def __str__(self) -> str:

@@ -78,6 +78,11 @@ STOP_EXPLANATIONS: dict[Status, str] = {
 }
 
 
+# Each status's name, read once: `Status.values` and `Status(...).label` rebuild the choices on every call,
+# and a list page names a status in every row.
+_STOP_NAMES: dict[str, str] = {s.value: s.label for s in Status}
+
+
 def stop_name(status: str) -> str:
     """A status in plain words, the one name staff read everywhere (codes stay in the API and CSVs)."""
-    return Status(status).label if status in Status.values else status
+    return _STOP_NAMES.get(status, status)

@@ -75,6 +75,10 @@ class RunAdmin(ReadOnlyAdmin):
     list_filter = ("status", "detail", ("model_name", ModelFilter), "created_at", PurposeFilter)
     linked_lookups = ("status__in",)  # the dashboard's outcome links (dashboard.runs_url)
     list_select_related = ("ticket", "packet")
+    list_columns = (
+        *("id", "status", "detail", "model_name", "model_requests", "tool_attempts", "budget", "created_at"),
+        *("ticket__ref", "packet__review_state"),
+    )
     search_fields = ("ticket__ref",)
     list_per_page = 50
     show_full_result_count = False  # a second count of every run (kit.adminkit.LargeListPaginator)
@@ -209,8 +213,12 @@ class ApprovalAdmin(ReadOnlyAdmin):
     )
     list_filter = ("state", "tool")
     list_select_related = ("run__ticket",)
+    list_columns = (
+        *("id", "tool", "args", "state", "reason", "requested_at", "decided_by", "note"),
+        *("run__status", "run__deadline_at", "run__ticket__ref"),
+    )
     show_full_result_count = False  # a second count of every approval (kit.adminkit.LargeListPaginator)
-    list_per_page = 50  # as the run list: Django renders a row in 3-8 ms here, 100 of them took most of a load
+    list_per_page = 50  # as the run list
 
     def get_queryset(self, request):  # an evaluation answers its own calls: they are nobody's to answer
         return super().get_queryset(request).filter(run__purpose=Run.Purpose.INVESTIGATION)

@@ -77,9 +77,12 @@ class PendingPacketFilter(admin.SimpleListFilter):
         return [("yes", "A packet waits for review"), ("no", "No packet waits")]
 
     def queryset(self, request, queryset):
-        if self.value() in ("yes", "no"):
-            return queryset.filter(has_pending=self.value() == "yes")
-        return queryset
+        """Whether a packet waits is asked here, when filtering by it, alone: as an annotation of every listed ticket
+        it made PostgreSQL find every pending packet's ticket first (20 ms at 100,000 runs, more as the queue grows)."""
+        if self.value() not in ("yes", "no"):
+            return queryset
+        pending = ReviewPacket.objects.filter(run__ticket=OuterRef("pk"), review_state=ReviewPacket.ReviewState.PENDING)
+        return queryset.filter(Exists(pending) if self.value() == "yes" else ~Exists(pending))
 
 
 class AutoHeldFilter(admin.SimpleListFilter):
@@ -124,10 +127,11 @@ class TicketAdmin(StaffSiteAdmin):
     form = TicketForm
     list_display = ("ref", "subject", "account", "latest_run_status", "packet_state", "created_at")
     list_select_related = ("account",)
+    list_columns = ("id", "ref", "subject", "created_at", "account__code")
     list_filter = ("account", LatestRunFilter, PendingPacketFilter, AutoHeldFilter)
     search_fields = TICKET_SEARCH_FIELDS  # what the search box offers; tickets.selectors.tickets_search looks there
     show_full_result_count = False  # a second count of every ticket (kit.adminkit.LargeListPaginator)
-    list_per_page = 50  # as the run list: Django renders a row in 3-8 ms here, 100 of them took most of a load
+    list_per_page = 50  # as the run list
     readonly_fields = ("ref", "source", "external_id", "external_updated_at", "extra_fields", "auto_held_note")
     actions = ["investigate_selected"]
     change_form_template = "admin/tickets/ticket/change_form.html"
@@ -135,7 +139,6 @@ class TicketAdmin(StaffSiteAdmin):
     def get_queryset(self, request):
         latest = Run.objects.filter(ticket=OuterRef("pk")).order_by("-created_at", "-id")
         packet = ReviewPacket.objects.filter(run__ticket=OuterRef("pk")).order_by("-run__created_at", "-run_id")
-        pending = ReviewPacket.objects.filter(run__ticket=OuterRef("pk"), review_state=ReviewPacket.ReviewState.PENDING)
         return (
             super()
             .get_queryset(request)
@@ -145,7 +148,6 @@ class TicketAdmin(StaffSiteAdmin):
                 latest_run_id=Subquery(latest.values("pk")[:1]),
                 latest_packet_state=Subquery(packet.values("review_state")[:1]),
                 latest_packet_id=Subquery(packet.values("pk")[:1]),
-                has_pending=Exists(pending),
             )
         )
 

@@ -7,6 +7,7 @@ import re
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 import kit.adminkit
@@ -74,6 +75,34 @@ def test_latest_run_filter_reads_each_tickets_latest_run_only(staff_client, demo
     assert _ticket_refs(staff_client, "?latest_run=COMPLETED") == {"T-1001"}
     never = _ticket_refs(staff_client, "?latest_run=never")
     assert "T-1001" not in never and "T-1002" not in never and never
+
+
+def test_the_pending_filter_lists_tickets_a_packet_waits_for_and_the_others(staff_client, demo):
+    make_runs(2)  # T-1001's packets wait for review
+    waiting, others = _ticket_refs(staff_client, "?pending=yes"), _ticket_refs(staff_client, "?pending=no")
+    assert waiting == {"T-1001"}
+    assert "T-1001" not in others and "T-1002" in others
+
+
+@pytest.mark.parametrize(
+    "url,table,unread",
+    [
+        ("admin:agentrun_run_changelist", "agentrun_run", ("body", "evidence_refs", "pending_call")),
+        ("admin:agentrun_reviewpacket_changelist", "agentrun_reviewpacket", ("attempts", "evidence_refs")),
+        ("admin:agentrun_reviewpacket_changelist", "agentrun_run", ("body", "budget")),
+        ("admin:agentrun_packetreview_changelist", "agentrun_reviewpacket", ("summary", "attempts")),
+        ("admin:tickets_ticket_changelist", "tickets_ticket", ("body", "extra")),
+    ],
+)
+def test_a_list_reads_only_the_columns_its_rows_show(supervisor_client, demo, url, table, unread):
+    make_runs(3)
+    with CaptureQueriesContext(connection) as captured:
+        page = supervisor_client.get(reverse(url))
+    assert page.status_code == 200
+    model_table = page.context["cl"].model._meta.db_table
+    rows = [q["sql"] for q in captured.captured_queries if q["sql"].startswith(f'SELECT "{model_table}"."id", ')]
+    assert len(rows) == 1 and f'"{table}"."id"' in rows[0]  # the page's rows, with those selected with them
+    assert not [column for column in unread if f'"{table}"."{column}"' in rows[0]]
 
 
 def test_model_filter_offers_every_model_runs_were_made_with(supervisor_client, demo):

@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from engine.models import BudgetDefaults
 from tests.support.staff import PASSWORD, make_runs
+from tickets.models import Ticket
 
 
 def _queries(model) -> list[str]:
@@ -98,3 +99,10 @@ def test_the_lookups_the_filters_offer_still_filter(root_client):
         f"{reverse('admin:agentrun_approval_changelist')}?state__exact=pending",
     ):
         assert root_client.get(url).status_code == 200, url
+
+
+@pytest.mark.parametrize("ref", ["T-1001", 'T-<b>&"7"'])
+def test_a_rows_checkbox_is_the_one_django_renders(ref):
+    ticket_admin = admin.site._registry[Ticket]
+    ticket = Ticket(pk=41, ref=ref)
+    assert ticket_admin.action_checkbox(ticket) == admin.ModelAdmin.action_checkbox(ticket_admin, ticket)
