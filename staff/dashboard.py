@@ -411,6 +411,9 @@ def _tool_rates(periods: Sequence[Period]) -> list[list[ToolRate]]:
         output_field=CharField(),
     )
     investigations = Q(run__purpose=Run.Purpose.INVESTIGATION) & _in(periods, "run__")
+    # A run's model requests start after it was created: only those started since the first period began can be
+    # its runs' (found by migration 0025's index on PostgreSQL instead of reading every model request).
+    investigations &= Q(started_at__gte=min(p.since for p in periods))
     proposing = Counter(
         {
             (i, tool): n
@@ -446,7 +449,7 @@ def _rates_of(i: int, proposing: Counter, ends: Counter) -> list[ToolRate]:
 
 
 def outcomes_of(periods: Sequence[Period]) -> list[Outcomes]:
-    """The outcomes of each of `periods` (which may not overlap and share a zone), counted together: seven
+    """The outcomes of each of `periods` (which may not overlap and share a zone), counted together: six
     queries in all, whatever the number of runs."""
     found = [Outcomes(p) for p in periods]
     _run_counts(periods, found)

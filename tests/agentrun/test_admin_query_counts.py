@@ -16,7 +16,7 @@ PAGES = [
     ("ticket list", lambda: reverse("admin:tickets_ticket_changelist"), 9),
     ("approvals", lambda: reverse("admin:agentrun_approval_changelist"), 9),
     ("review history", lambda: reverse("admin:agentrun_packetreview_changelist"), 8),
-    ("dashboard", lambda: reverse("outcomes"), 11),
+    ("dashboard", lambda: reverse("outcomes"), 12),  # six of them count the outcomes (staff.dashboard.outcomes_of)
     ("api run list", lambda: "/api/runs?limit=100", 7),  # the page's ids, then their rows
 ]
 

@@ -149,7 +149,9 @@ def test_every_chart_has_a_csv_export(supervisor_client, five_runs):
         assert len(rows) >= 2
     stop = supervisor_client.get(reverse("outcomes-csv", args=["stop-reasons"])).content.decode()
     assert "COMPLETED,Completed,1,0.2000,0,\r\n" in stop  # none in the 7 days before
-    runs = list(csv.reader(io.StringIO(supervisor_client.get(reverse("outcomes-csv", args=["runs"])).getvalue().decode())))
+    runs = list(
+        csv.reader(io.StringIO(supervisor_client.get(reverse("outcomes-csv", args=["runs"])).getvalue().decode()))
+    )
     assert len(runs) == 6
 
 
