@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
@@ -34,6 +34,7 @@ from django.db.models import (
     QuerySet,
     Subquery,
     Sum,
+    TextChoices,
     Value,
     When,
 )
@@ -306,7 +307,7 @@ def _medians(rows: QuerySet, periods: Sequence[Period], prefix: str = "", *, out
 
 
 def _run_counts(periods: Sequence[Period], outcomes: list[Outcomes]) -> None:
-    """The runs of each period by day (in its zone) and status, with their cost; the ended runs' medians."""
+    """The runs of each period by day (in its zone) and status, with their cost."""
     zone = periods[0].zone
     counted = (
         _investigations(periods)
@@ -318,6 +319,10 @@ def _run_counts(periods: Sequence[Period], outcomes: list[Outcomes]) -> None:
     for i, day, status, n, cost in counted:
         outcomes[i].by_day[(day, status)] += n
         outcomes[i].total_cost_micros += cost or 0
+
+
+def _run_medians(periods: Sequence[Period], outcomes: list[Outcomes]) -> None:
+    """The medians of each period's ended runs' counters (0 without an ended run)."""
     ended = _investigations(periods).filter(status__in=[s.value for s in TERMINAL])
     medians = _medians(ended, periods, output_field=FloatField(), **{name: F(c) for name, c in MEDIANS.items()})
     for out, found in zip(outcomes, medians, strict=True):
@@ -326,7 +331,7 @@ def _run_counts(periods: Sequence[Period], outcomes: list[Outcomes]) -> None:
 
 def _packet_counts(periods: Sequence[Period], outcomes: list[Outcomes]) -> None:
     """The packets of each period by review state and the deciding reason, with the replies suggested, used and
-    how much they changed (as each review keeps them on its packet), and the median time to a first review."""
+    how much they changed (as each review keeps them on its packet)."""
     counted = (
         _packets(periods)
         .annotate(period=_which(periods, "run_"))
@@ -348,6 +353,10 @@ def _packet_counts(periods: Sequence[Period], outcomes: list[Outcomes]) -> None:
             out.replies_suggested += suggested
             out.replies_used += used
             out.reply_change_total += change or 0.0
+
+
+def _review_times(periods: Sequence[Period], outcomes: list[Outcomes]) -> None:
+    """The median time from a packet of each period to its first review by a person."""
     waited = Greatest(F("first_reviewed_at") - F("created_at"), Value(timedelta(0)), output_field=DurationField())
     timed = _packets(periods).filter(first_reviewed_at__isnull=False)
     for out, found in zip(
@@ -448,14 +457,36 @@ def _rates_of(i: int, proposing: Counter, ends: Counter) -> list[ToolRate]:
     ]
 
 
-def outcomes_of(periods: Sequence[Period]) -> list[Outcomes]:
-    """The outcomes of each of `periods` (which may not overlap and share a zone), counted together: six
-    queries in all, whatever the number of runs."""
-    found = [Outcomes(p) for p in periods]
-    _run_counts(periods, found)
-    _packet_counts(periods, found)
-    for out, rates in zip(found, _tool_rates(periods), strict=True):
+def _tool_rates_of(periods: Sequence[Period], outcomes: list[Outcomes]) -> None:
+    for out, rates in zip(outcomes, _tool_rates(periods), strict=True):
         out.tool_rates = rates
+
+
+class Part(TextChoices):
+    """What the dashboard counts, a statement or two each; a chart's CSV reads only the parts it shows."""
+
+    RUNS = "runs"  # runs by day and status, their cost
+    MEDIANS = "medians"  # the ended runs' medians
+    PACKETS = "packets"  # packets by review state and reason, the replies
+    REVIEW_TIMES = "review_times"  # the median time to a first review
+    TOOLS = "tools"  # the per-tool rates
+
+
+READ = {
+    Part.RUNS: _run_counts,
+    Part.MEDIANS: _run_medians,
+    Part.PACKETS: _packet_counts,
+    Part.REVIEW_TIMES: _review_times,
+    Part.TOOLS: _tool_rates_of,
+}
+
+
+def outcomes_of(periods: Sequence[Period], parts: Iterable[Part] = tuple(Part)) -> list[Outcomes]:
+    """The outcomes of each of `periods` (which may not overlap and share a zone), counted together: six
+    queries in all for every part, whatever the number of runs. A part not asked for stays empty (zeros)."""
+    found = [Outcomes(p) for p in periods]
+    for part in parts:
+        READ[part](periods, found)
     return found
 
 
@@ -464,9 +495,10 @@ def outcomes(*, period: Period) -> Outcomes:
     return outcomes_of([period])[0]
 
 
-def outcomes_compared(*, period: Period) -> tuple[Outcomes, Outcomes]:
-    """`period`'s outcomes and those of the period it is compared with (Period.previous)."""
-    current, previous = outcomes_of([period, period.previous()])
+def outcomes_compared(*, period: Period, parts: Iterable[Part] = tuple(Part)) -> tuple[Outcomes, Outcomes]:
+    """`period`'s outcomes and those of the period it is compared with (Period.previous): of every part, or of
+    `parts` only."""
+    current, previous = outcomes_of([period, period.previous()], parts)
     return current, previous
 
 
@@ -496,8 +528,11 @@ def rejected_packets_url(reason: str | None, *, period: Period) -> str:
     return f"{reverse('admin:agentrun_reviewpacket_changelist')}?{urlencode(query)}"
 
 
+REASON_LABELS: dict[str, str] = dict(PacketReview.Reason.choices)  # read once: the runs CSV names one a row
+
+
 def reason_label(reason: str) -> str:
-    return PacketReview.Reason(reason).label if reason in PacketReview.Reason.values else NO_REASON_LABEL
+    return REASON_LABELS.get(reason, NO_REASON_LABEL)
 
 
 def day_bounds(day: date, period: Period) -> tuple[datetime, datetime]:

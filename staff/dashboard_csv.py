@@ -16,7 +16,7 @@ from django.db.models import TextChoices
 
 from engine.statuses import Detail, stop_name
 from kit.money import HUNDREDTHS_OF_A_CENT, usd
-from staff.dashboard import RATE_PLACES, TREND, Outcomes, RunRow, period_runs, ratio, reason_label
+from staff.dashboard import RATE_PLACES, TREND, Outcomes, Part, RunRow, period_runs, ratio, reason_label
 from staff.dashboard_figures import Figure, figures
 from staff.periods import Period
 
@@ -35,6 +35,19 @@ class Table(TextChoices):
     RUNS = "runs", "Every run"
 
 
+# What each chart's CSV reads (staff.dashboard.Part): only what its rows show.
+PARTS: dict[str, tuple[Part, ...]] = {
+    Table.FIGURES: tuple(Part),
+    Table.DAILY: (Part.RUNS,),
+    Table.STOP_REASONS: (Part.RUNS,),
+    Table.REJECTION_REASONS: (Part.PACKETS,),
+    Table.RATES: (Part.RUNS, Part.PACKETS),
+    Table.TOOL_RATES: (Part.TOOLS,),
+    Table.MEDIANS: (Part.RUNS, Part.MEDIANS, Part.PACKETS),
+    Table.REVIEW_TIMES: (Part.PACKETS, Part.REVIEW_TIMES),
+    Table.RUNS: (),  # listed, not counted: runs_csv_rows
+}
+DETAIL_LABELS: dict[str, str] = dict(Detail.choices)  # read once: a year's runs CSV names one a row
 MEDIAN_FIGURES = (
     "median_model_requests",
     "median_tool_attempts",
@@ -153,7 +166,7 @@ def _run_row(r: RunRow, zone: tzinfo) -> tuple:
         r.status,
         stop_name(r.status),
         r.detail,
-        Detail(r.detail).label if r.detail in Detail.values else "",
+        DETAIL_LABELS.get(r.detail, ""),
         r.model_requests,
         r.tool_attempts,
         r.tokens,

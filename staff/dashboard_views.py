@@ -17,7 +17,7 @@ from kit.money import usd_text
 from staff.access import access_knowledge_gaps
 from staff.dashboard import Outcomes, outcomes_compared, reason_label, rejected_packets_url, runs_url
 from staff.dashboard_charts import Bar, bar_chart, trend_chart
-from staff.dashboard_csv import Table, csv_rows, runs_csv_rows
+from staff.dashboard_csv import PARTS, Table, csv_rows, runs_csv_rows
 from staff.dashboard_figures import Figure, Unit, figures
 from staff.gaps import csv_rows as gaps_csv_rows
 from staff.pages import staff_page
@@ -209,7 +209,7 @@ def dashboard_csv(request, chart: str):
     name = f"{chart}-{period.first}-{period.last}"
     if chart == Table.RUNS:
         return csv_stream_response(runs_csv_rows(period), filename=f"{name}.csv")
-    out, before = outcomes_compared(period=period)
+    out, before = outcomes_compared(period=period, parts=PARTS[chart])
     rows = csv_rows(out, before, chart)
     if chart == Table.FIGURES:
         name += f"-vs-{before.period.first}-{before.period.last}"

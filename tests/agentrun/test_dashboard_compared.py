@@ -17,6 +17,7 @@ from django.urls import reverse
 
 from engine.models import PacketReview, ReviewPacket, Run
 from staff.dashboard import outcomes, outcomes_compared
+from staff.dashboard_csv import PARTS, Table, csv_rows
 from staff.periods import Period, Preset, period_parse, preset_period
 from staff.reviews import packet_review
 from tests.support.staff import make_runs
@@ -315,3 +316,17 @@ def test_packets_written_before_they_kept_their_runs_start_get_it_from_their_run
     assert not ReviewPacket.objects.exclude(run_created_at=F("run__created_at")).exists()
     assert set(ReviewPacket.objects.values_list("run_purpose", flat=True)) == {Run.Purpose.INVESTIGATION}
     assert _page_figures(supervisor_client) == page_before
+
+
+def test_a_charts_csv_reads_only_what_it_shows_and_shows_what_reading_everything_would(
+    two_weeks, django_assert_max_num_queries
+):
+    period = period_parse(first="2026-03-02", last="2026-03-08")
+    everything = outcomes_compared(period=period)
+    for table in Table:
+        if table != Table.RUNS:  # listed from the runs themselves (runs_csv_rows)
+            assert csv_rows(*outcomes_compared(period=period, parts=PARTS[table]), table) == csv_rows(
+                *everything, table
+            ), table
+    with django_assert_max_num_queries(1):  # the runs by day and status, and nothing else
+        outcomes_compared(period=period, parts=PARTS[Table.DAILY])
