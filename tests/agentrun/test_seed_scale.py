@@ -89,14 +89,22 @@ def test_ticket_counters_match_their_evidence_and_messages(seeded):
 
 
 def test_evidence_reads_as_the_tools_read_it_now(seeded):
-    """A job and a search the runs cited are unchanged when read again through the tools themselves."""
+    """A job and a search the runs cited are unchanged when read again through the tools themselves, for a
+    session verified now; a session that is not verified reads nothing and says so."""
+    cited = Evidence.objects.select_related("ticket__session").order_by("id")
     for tool in ("read_job_status", "search_docs", "read_service_status"):
-        evidence = Evidence.objects.filter(tool=tool).select_related("ticket__session").first()
+        evidence = cited.filter(tool=tool, ticket__session__verified=True).first()
         run = Run.objects.get(pk=evidence.run_id)
         comparison = evidence_reread(
             evidence=evidence, run=run, session=evidence.ticket.session, approved=set(), timeout=5
         )
         assert comparison.outcome == Outcome.UNCHANGED, (tool, comparison.reason)
+    anonymous = cited.filter(tool="search_docs", ticket__session__verified=False).first()
+    comparison = evidence_reread(
+        evidence=anonymous, run=anonymous.run, session=anonymous.ticket.session, approved=set(), timeout=5
+    )
+    assert comparison.outcome == Outcome.COULD_NOT_CHECK
+    assert comparison.reason == "the customer's session is not verified; nothing was read"
 
 
 def test_sensitive_lookups_wait_for_a_supervisor(transactional_db):
