@@ -12,7 +12,9 @@ load a different one each time, spread over the whole database. The pages are me
 only, so a page's content may change without the benchmark changing.
 
 Prints a table (`--json`: also the figures as JSON). Target: every page's p95 at most 300 ms, and the
-same statement count at 100,000 and 1,000,000 runs.
+same statement count at 100,000 and 1,000,000 runs. Beside the outcomes dashboard, its floor: the runs and
+packets of both periods it compares counted in two bare statements (a count and a sum each), the least any
+page counting those rows can spend.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -48,6 +51,7 @@ django.setup()
 from django.contrib.auth.models import Group, User  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
+from django.db.models import Count, Sum  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 from django.utils import timezone  # noqa: E402
@@ -56,6 +60,7 @@ from engine.models import ReviewPacket, Run  # noqa: E402
 from engine.roles import SUPERVISORS, roles_setup  # noqa: E402
 from staff.auth import token_create  # noqa: E402
 from staff.dashboard_csv import Table  # noqa: E402
+from staff.periods import Period  # noqa: E402
 from tickets.models import Ticket  # noqa: E402
 
 LOADS = 20
@@ -141,6 +146,52 @@ def pages(rng: random.Random) -> list[Page]:
     ]
 
 
+def floors() -> list[tuple[str, Callable[[], object]]]:
+    """The dashboard's floor for each period it is measured at: its runs and packets, and the period's before,
+    counted (and their cost summed) with nothing grouped, no medians and nothing sent to a browser."""
+    today = timezone.now().date()
+    found = []
+    for days in (7, 30, 365):
+        period = Period(today - timedelta(days=days - 1), today)
+        since, until = period.previous().since, period.until
+
+        def count(since=since, until=until) -> object:
+            investigations = Run.objects.filter(purpose=Run.Purpose.INVESTIGATION)
+            runs = investigations.filter(created_at__gte=since, created_at__lt=until)
+            packets = ReviewPacket.objects.filter(
+                run_purpose=Run.Purpose.INVESTIGATION, run_created_at__gte=since, run_created_at__lt=until
+            )
+            return runs.aggregate(n=Count("pk"), cost=Sum("cost_used_micros")), packets.aggregate(n=Count("pk"))
+
+        found.append((f"floor of outcomes, {days} days: count both periods", count))
+    return found
+
+
+def measure_floor(name: str, count: Callable[[], object]) -> Figure:
+    """A floor measured as a page is: one warming call, then LOADS calls (SLOW_LOADS when slower than SLOW_MS)."""
+    began = time.perf_counter()
+    count()
+    loads = LOADS if (time.perf_counter() - began) * 1000 <= SLOW_MS else SLOW_LOADS
+    times, sql_times, queries = [], [], 0
+    for _ in range(loads):
+        with CaptureQueriesContext(connection) as captured:
+            began = time.perf_counter()
+            count()
+            times.append((time.perf_counter() - began) * 1000)
+        queries = len(captured.captured_queries)
+        sql_times.append(sum(float(q["time"]) for q in captured.captured_queries) * 1000)
+    ordered = sorted(times)
+    return Figure(
+        name,
+        round(statistics.median(times), 1),
+        round(ordered[math.ceil(0.95 * len(ordered)) - 1], 1),
+        queries,
+        round(statistics.median(sql_times), 1),
+        200,
+        loads,
+    )
+
+
 def _spread(model, rng: random.Random) -> list[int]:
     """LOADS primary keys of `model` drawn over its whole range (old and new rows alike)."""
     ids = model.objects.order_by("pk").values_list("pk", flat=True)
@@ -218,12 +269,26 @@ def main() -> None:
             continue
         figures.append(measure(page, client, bearer if page.api else {}))
         print(_row(figures[-1]), flush=True)
+    floored = []
+    for name, count in floors():
+        if args.only and not any(part in name for part in args.only):
+            continue
+        floored.append(measure_floor(name, count))
+        print(_row(floored[-1]), flush=True)
     slow = [f.page for f in figures if f.p95_ms > TARGET_P95_MS or f.status != 200]
     print(
         f"{Run.objects.count():,} runs; {len(slow)} of {len(figures)} pages over {TARGET_P95_MS} ms at p95 or failing"
     )
     if args.json:
-        print(json.dumps({"runs": Run.objects.count(), "pages": [asdict(f) for f in figures]}))
+        print(
+            json.dumps(
+                {
+                    "runs": Run.objects.count(),
+                    "pages": [asdict(f) for f in figures],
+                    "floors": [asdict(f) for f in floored],
+                }
+            )
+        )
 
 
 def _row(f: Figure) -> str:
