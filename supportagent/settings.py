@@ -193,7 +193,8 @@ TEMPLATES = [
 WSGI_APPLICATION = "supportagent.wsgi.application"
 
 
-def _database() -> dict:
+def database_config() -> dict:
+    """The default database: PostgreSQL with its pool and plans when DATABASE_URL names one, else a SQLite file."""
     url = env_str("DATABASE_URL")
     if url:
         try:
@@ -217,6 +218,15 @@ def _database() -> dict:
         # Off for a pooler that cannot carry prepared statements across connections.
         if env_bool("DATABASE_PREPARED_STATEMENTS", True):
             config["OPTIONS"] |= {"server_side_binding": True, "prepare_threshold": 5}
+        # How PostgreSQL plans a statement prepared on a connection. `auto` (its own default) runs it, after
+        # five runs, with one plan made for any value: right for a worker, whose steps repeat a few statements
+        # by primary key (planning each again cost 14.4 -> 18.6 ms of PostgreSQL's CPU a J-42 run,
+        # bench/loop_bench.py). Wrong for staff pages, whose values can be rare: such a plan cannot tell the few
+        # pending packets from a year's others, and a packet's page took 1.3 s from its 11th load on a
+        # connection, 0.09 s planned for its values (1,000,000 runs, bench/pages_bench.py). The web process
+        # asks for `force_custom_plan` (supportagent.wsgi).
+        plan = env_choice("DATABASE_PLAN_CACHE_MODE", ("auto", "force_custom_plan"))
+        config["OPTIONS"]["options"] = f"-c plan_cache_mode={plan}"
         return config
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     return {
@@ -233,7 +243,7 @@ def _database() -> dict:
     }
 
 
-DATABASES = {"default": _database()}
+DATABASES = {"default": database_config()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Admin logins are throttled by django-axes: after ADMIN_LOGIN_FAILURE_LIMIT failed logins
