@@ -41,8 +41,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "supportagent.settings")
 os.environ.setdefault("DJANGO_DEBUG", "false")
 os.environ.setdefault("DJANGO_SECURE_SSL_REDIRECT", "false")  # the test client speaks plain HTTP
 os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + uuid.uuid4().hex + uuid.uuid4().hex)
-# As the web process runs (supportagent.wsgi): each statement planned for its values.
+# As the web process runs (supportagent.wsgi): each statement planned for its values, none compiled.
 os.environ.setdefault("DATABASE_PLAN_CACHE_MODE", "force_custom_plan")
+os.environ.setdefault("DATABASE_JIT", "false")
 # As deployed: the admin's static files collected (with DEBUG off, pages name them by their hashed names).
 os.environ.setdefault("DJANGO_STATIC_ROOT", str(Path(tempfile.gettempdir()) / "pages-bench-static"))
 

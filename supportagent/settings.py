@@ -226,7 +226,11 @@ def database_config() -> dict:
         # connection, 0.09 s planned for its values (1,000,000 runs, bench/pages_bench.py). The web process
         # asks for `force_custom_plan` (supportagent.wsgi).
         plan = env_choice("DATABASE_PLAN_CACHE_MODE", ("auto", "force_custom_plan"))
-        config["OPTIONS"]["options"] = f"-c plan_cache_mode={plan}"
+        # PostgreSQL compiles a statement it expects to be costly (JIT), which a trigram search's estimate
+        # always is: the ticket list searched for a ref spent 1,045 of its 1,054 ms compiling at 1,000,000
+        # runs. The web process turns it off (supportagent.wsgi); a worker's statements never cost enough.
+        jit = "on" if env_bool("DATABASE_JIT", True) else "off"
+        config["OPTIONS"]["options"] = f"-c plan_cache_mode={plan} -c jit={jit}"
         return config
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     return {

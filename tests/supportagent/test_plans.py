@@ -1,6 +1,6 @@
-"""How PostgreSQL plans a statement run again and again on one connection (DATABASE_PLAN_CACHE_MODE): the web
-process plans each for its values (the pending packets are a few among a year's), a worker lets PostgreSQL keep
-one plan for its steps' statements."""
+"""How PostgreSQL plans a statement run again and again on one connection (DATABASE_PLAN_CACHE_MODE, DATABASE_JIT):
+the web process plans each for its values (the pending packets are a few among a year's) and compiles none, a
+worker lets PostgreSQL keep one plan for its steps' statements."""
 
 from __future__ import annotations
 
@@ -31,10 +31,10 @@ queue = ReviewPacket.objects.filter(review_state="pending").order_by("-created_a
 for _ in range(20):
     list(queue.values_list("pk", flat=True)[:1])
 with connection.cursor() as cursor:
-    cursor.execute("SELECT current_setting('plan_cache_mode'), coalesce(sum(generic_plans), 0), "
-                   "coalesce(sum(custom_plans), 0) FROM pg_prepared_statements")
-    mode, generic, custom = cursor.fetchone()
-print(json.dumps({"mode": mode, "generic": int(generic), "custom": int(custom)}))
+    cursor.execute("SELECT current_setting('plan_cache_mode'), current_setting('jit'), "
+                   "coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0) FROM pg_prepared_statements")
+    mode, jit, generic, custom = cursor.fetchone()
+print(json.dumps({"mode": mode, "jit": jit, "generic": int(generic), "custom": int(custom)}))
 """
 
 
@@ -60,25 +60,44 @@ postgresql = pytest.mark.skipif(connection.vendor != "postgresql", reason="Postg
 @postgresql
 def test_the_web_process_plans_a_statement_run_again_and_again_for_its_values(transactional_db):
     plans = _plans("supportagent.wsgi")
-    assert plans["mode"] == "force_custom_plan"
+    assert plans["mode"] == "force_custom_plan" and plans["jit"] == "off"
     assert plans["custom"] >= 15 and plans["generic"] == 0
 
 
 @postgresql
 def test_a_worker_lets_postgresql_keep_one_plan_for_a_statement_it_has_run_five_times(transactional_db):
     plans = _plans("supportagent.celery")  # the workers' app
-    assert plans["mode"] == "auto"
+    assert plans["mode"] == "auto" and plans["jit"] == "on"
     assert plans["generic"] > 0
 
 
 @pytest.mark.parametrize("given, sent", [(None, "auto"), ("force_custom_plan", "force_custom_plan"), ("AUTO", "auto")])
 def test_the_plan_cache_mode_is_read_from_the_environment(monkeypatch, given, sent):
     monkeypatch.setenv("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/any")
+    monkeypatch.delenv("DATABASE_JIT", raising=False)
     if given is None:
         monkeypatch.delenv("DATABASE_PLAN_CACHE_MODE", raising=False)
     else:
         monkeypatch.setenv("DATABASE_PLAN_CACHE_MODE", given)
-    assert database_config()["OPTIONS"]["options"] == f"-c plan_cache_mode={sent}"
+    assert database_config()["OPTIONS"]["options"] == f"-c plan_cache_mode={sent} -c jit=on"
+
+
+@pytest.mark.parametrize("given, sent", [(None, "on"), ("false", "off"), ("true", "on")])
+def test_jit_is_read_from_the_environment(monkeypatch, given, sent):
+    monkeypatch.setenv("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/any")
+    monkeypatch.delenv("DATABASE_PLAN_CACHE_MODE", raising=False)
+    if given is None:
+        monkeypatch.delenv("DATABASE_JIT", raising=False)
+    else:
+        monkeypatch.setenv("DATABASE_JIT", given)
+    assert database_config()["OPTIONS"]["options"] == f"-c plan_cache_mode=auto -c jit={sent}"
+
+
+def test_a_jit_switch_that_is_not_one_is_refused_by_name(monkeypatch):
+    monkeypatch.setenv("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/any")
+    monkeypatch.setenv("DATABASE_JIT", "off -c work_mem=1TB")
+    with pytest.raises(ImproperlyConfigured, match="DATABASE_JIT"):
+        database_config()
 
 
 def test_a_plan_cache_mode_postgresql_would_not_take_is_refused_by_name(monkeypatch):
