@@ -170,31 +170,6 @@ def floors() -> list[tuple[str, Callable[[], object]]]:
     return found
 
 
-def measure_floor(name: str, count: Callable[[], object]) -> Figure:
-    """A floor measured as a page is: one warming call, then LOADS calls (SLOW_LOADS when slower than SLOW_MS)."""
-    began = time.perf_counter()
-    count()
-    loads = LOADS if (time.perf_counter() - began) * 1000 <= SLOW_MS else SLOW_LOADS
-    times, sql_times, queries = [], [], 0
-    for _ in range(loads):
-        with CaptureQueriesContext(connection) as captured:
-            began = time.perf_counter()
-            count()
-            times.append((time.perf_counter() - began) * 1000)
-        queries = len(captured.captured_queries)
-        sql_times.append(sum(float(q["time"]) for q in captured.captured_queries) * 1000)
-    ordered = sorted(times)
-    return Figure(
-        name,
-        round(statistics.median(times), 1),
-        round(ordered[math.ceil(0.95 * len(ordered)) - 1], 1),
-        queries,
-        round(statistics.median(sql_times), 1),
-        200,
-        loads,
-    )
-
-
 def _spread(model, rng: random.Random) -> list[int]:
     """LOADS primary keys of `model` drawn over its whole range (old and new rows alike)."""
     ids = model.objects.order_by("pk").values_list("pk", flat=True)
@@ -208,23 +183,37 @@ def _spread(model, rng: random.Random) -> list[int]:
 
 
 def measure(page: Page, client: Client, headers: dict[str, str]) -> Figure:
-    """One warming load, then LOADS loads (SLOW_LOADS for a page slower than SLOW_MS): times, and the
-    statements of the last one."""
+    """A page's figures: its loads cycle through its URLs."""
+    return timed(page.name, lambda i: _load(client, page.urls[i % len(page.urls)], headers))
+
+
+def measure_floor(name: str, count: Callable[[], object]) -> Figure:
+    """A floor's figures, measured as a page's are."""
+
+    def load(i: int) -> int:
+        count()
+        return 200
+
+    return timed(name, load)
+
+
+def timed(name: str, load: Callable[[int], int]) -> Figure:
+    """One warming load (the last), then LOADS loads (SLOW_LOADS when slower than SLOW_MS): times, and the
+    statements of the last one. `load(i)` does the i-th load and returns its HTTP status."""
     began = time.perf_counter()
-    _load(client, page.urls[-1], headers)
+    load(-1)
     loads = LOADS if (time.perf_counter() - began) * 1000 <= SLOW_MS else SLOW_LOADS
     times, sql_times, queries, status = [], [], 0, 0
     for i in range(loads):
-        url = page.urls[i % len(page.urls)]
         with CaptureQueriesContext(connection) as captured:
             began = time.perf_counter()
-            status = _load(client, url, headers)
+            status = load(i)
             times.append((time.perf_counter() - began) * 1000)
         queries = len(captured.captured_queries)
         sql_times.append(sum(float(q["time"]) for q in captured.captured_queries) * 1000)
     ordered = sorted(times)
     return Figure(
-        page.name,
+        name,
         round(statistics.median(times), 1),
         round(ordered[math.ceil(0.95 * len(ordered)) - 1], 1),
         queries,

@@ -38,14 +38,14 @@ print(json.dumps({"mode": mode, "jit": jit, "generic": int(generic), "custom": i
 """
 
 
-def _plans(entry: str, **extra: str) -> dict:
+def _plans(entry: str) -> dict:
     settings = connection.settings_dict
     url = f"postgres://{settings['USER']}@{settings['HOST']}:{settings['PORT']}/{settings['NAME']}"
     kept = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "CELERY_"))}
     done = subprocess.run(
         [sys.executable, "-c", PLANS, entry],
         cwd=ROOT,
-        env={**kept, "DJANGO_SETTINGS_MODULE": "supportagent.settings", "DATABASE_URL": url, **extra},
+        env={**kept, "DJANGO_SETTINGS_MODULE": "supportagent.settings", "DATABASE_URL": url},
         capture_output=True,
         text=True,
         timeout=120,
@@ -71,26 +71,23 @@ def test_a_worker_lets_postgresql_keep_one_plan_for_a_statement_it_has_run_five_
     assert plans["generic"] > 0
 
 
-@pytest.mark.parametrize("given, sent", [(None, "auto"), ("force_custom_plan", "force_custom_plan"), ("AUTO", "auto")])
-def test_the_plan_cache_mode_is_read_from_the_environment(monkeypatch, given, sent):
+@pytest.mark.parametrize(
+    "given, sent",
+    [
+        ({}, "-c plan_cache_mode=auto -c jit=on"),
+        ({"DATABASE_PLAN_CACHE_MODE": "force_custom_plan"}, "-c plan_cache_mode=force_custom_plan -c jit=on"),
+        ({"DATABASE_PLAN_CACHE_MODE": "AUTO"}, "-c plan_cache_mode=auto -c jit=on"),
+        ({"DATABASE_JIT": "false"}, "-c plan_cache_mode=auto -c jit=off"),
+        ({"DATABASE_JIT": "true"}, "-c plan_cache_mode=auto -c jit=on"),
+    ],
+)
+def test_the_plan_cache_mode_and_jit_are_read_from_the_environment(monkeypatch, given, sent):
     monkeypatch.setenv("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/any")
-    monkeypatch.delenv("DATABASE_JIT", raising=False)
-    if given is None:
-        monkeypatch.delenv("DATABASE_PLAN_CACHE_MODE", raising=False)
-    else:
-        monkeypatch.setenv("DATABASE_PLAN_CACHE_MODE", given)
-    assert database_config()["OPTIONS"]["options"] == f"-c plan_cache_mode={sent} -c jit=on"
-
-
-@pytest.mark.parametrize("given, sent", [(None, "on"), ("false", "off"), ("true", "on")])
-def test_jit_is_read_from_the_environment(monkeypatch, given, sent):
-    monkeypatch.setenv("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/any")
-    monkeypatch.delenv("DATABASE_PLAN_CACHE_MODE", raising=False)
-    if given is None:
-        monkeypatch.delenv("DATABASE_JIT", raising=False)
-    else:
-        monkeypatch.setenv("DATABASE_JIT", given)
-    assert database_config()["OPTIONS"]["options"] == f"-c plan_cache_mode=auto -c jit={sent}"
+    for name in ("DATABASE_PLAN_CACHE_MODE", "DATABASE_JIT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in given.items():
+        monkeypatch.setenv(name, value)
+    assert database_config()["OPTIONS"]["options"] == sent
 
 
 def test_a_jit_switch_that_is_not_one_is_refused_by_name(monkeypatch):
